@@ -1,0 +1,37 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""ament_python setup of xfeat_ros."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = 'xfeat_ros'
+
+setup(
+    name=PACKAGE,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
+        (f'share/{PACKAGE}', ['package.xml']),
+        (f'share/{PACKAGE}/launch', glob('launch/*.launch.py')),
+        (f'share/{PACKAGE}/config', glob('config/*.yaml')),
+        (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
+    ],
+    install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
+    extras_require={'test': ['pytest', 'scipy', 'hypothesis']},
+    zip_safe=True,
+    maintainer='xfeat_ros maintainers',
+    maintainer_email='maintainers@xfeat-ros.org',
+    description='XFeat learned features and matches for ROS 2 (CPU and GPU paths)',
+    license='Apache-2.0',
+    entry_points={
+        'console_scripts': [
+            'xfeat_node = xfeat_ros.node:main',
+            'xfeat_play = xfeat_ros.play:main',
+            'xfeat_export = xfeat_ros.export:main',
+            'xfeat_demo = xfeat_ros.demo:main',
+        ],
+    },
+)

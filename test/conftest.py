@@ -1,0 +1,56 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Shared test fixtures; also keeps every ROS node of the test run on loopback."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# DDS must stay on this machine, and this run gets its own domain. Set before
+# any test imports rclpy or starts a node process (children inherit it).
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get('XFEAT_ROS_SHARED', REPO.parent / 'shared'))
+MODELS = SHARED / 'models'
+DATA = SHARED / 'data'
+GOLDEN = SHARED / 'golden'
+
+
+def pytest_configure(config):
+    """Register the project's markers."""
+    config.addinivalue_line('markers', 'gpu: needs a CUDA GPU (skipped where none)')
+    config.addinivalue_line('markers', 'ros: starts ROS 2 nodes (needs rclpy and messages)')
+    config.addinivalue_line('markers', 'linter: ament lint tests')
+
+
+@pytest.fixture(scope='session')
+def shared_dir():
+    """The ../shared folder (models, data, golden); skip where absent."""
+    if not SHARED.is_dir():
+        pytest.skip(f'{SHARED} (models, data, golden) is not present beside the repository')
+    return SHARED
+
+
+@pytest.fixture(scope='session')
+def weights_npz(shared_dir):
+    """Path of the backbone weights as .npz."""
+    return MODELS / 'xfeat_backbone.npz'
+
+
+@pytest.fixture(scope='session')
+def weights(weights_npz):
+    """Loaded backbone weights dict."""
+    from xfeat_ros.weights import load_weights
+    return load_weights(weights_npz)
+
+
+@pytest.fixture(scope='session')
+def cpu_pipeline(weights):
+    """One CPU pipeline (ONNX Runtime) for the whole run."""
+    from xfeat_ros.backbone import OnnxRuntimeBackbone
+    from xfeat_ros.network_onnx import build_model
+    from xfeat_ros.pipeline import CpuPipeline
+    return CpuPipeline(OnnxRuntimeBackbone(build_model(weights)), top_k=4096, threshold=0.05)

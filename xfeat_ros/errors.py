@@ -1,0 +1,58 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The one typed error family of xfeat_ros.
+
+Every boundary (message decoding, weight loading, backend selection, parameter
+validation, descriptor buffers) raises a subclass of :class:`XFeatError`, so a
+caller can catch the family, and the node can count rejections by class name.
+"""
+
+
+class XFeatError(Exception):
+    """Base class of every error raised on purpose by xfeat_ros."""
+
+
+class ImageError(XFeatError):
+    """An input image cannot be processed (base of the decode errors)."""
+
+
+class UnsupportedEncodingError(ImageError):
+    """The image encoding is not one the pipeline decodes."""
+
+    def __init__(self, encoding, supported):
+        super().__init__(
+            f'unsupported image encoding {encoding!r} '
+            f'(supported: {", ".join(supported)})')
+        self.encoding = encoding
+
+
+class ImageLayoutError(ImageError):
+    """The image header disagrees with its data (size, step, byte count)."""
+
+
+class ImageTooSmallError(ImageError):
+    """The image is smaller than 32 pixels on a side: no model size exists."""
+
+
+class WeightsError(XFeatError):
+    """Weights are missing, corrupt, or do not match the XFeat network."""
+
+
+class ModelExportError(XFeatError):
+    """The ONNX model could not be built, read or validated."""
+
+
+class BackendError(XFeatError):
+    """A backbone backend is unavailable or failed."""
+
+
+class DescriptorLayoutError(XFeatError):
+    """Descriptors do not match their declared (buffer, count, width) layout."""
+
+
+class ParameterError(XFeatError):
+    """A node parameter value is invalid."""
+
+
+class MessagesMissingError(XFeatError):
+    """The xfeat_ros_msgs interface package is not built or not sourced."""

@@ -1,0 +1,48 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Mutual-nearest-neighbour matching on cosine similarity (NumPy, CPU)."""
+
+import numpy as np
+
+from xfeat_ros.errors import DescriptorLayoutError
+
+
+def check_descriptors(buffer, count, width):
+    """View a flat descriptor ``buffer`` as [count, width], with typed checks.
+
+    The width cannot be recovered from a buffer whose capacity exceeds
+    ``count * width``, so it is always passed explicitly; a short buffer or a
+    non-positive width is a :class:`DescriptorLayoutError`, never a silent stride.
+    """
+    flat = np.asarray(buffer, dtype=np.float32).reshape(-1)
+    if width <= 0:
+        raise DescriptorLayoutError(f'descriptor width must be positive, got {width}')
+    if count < 0 or flat.size < count * width:
+        raise DescriptorLayoutError(
+            f'descriptor buffer holds {flat.size} values, needs {count} x {width}')
+    return flat[:count * width].reshape(count, width)
+
+
+def mutual_nn_match(desc0, desc1, min_cossim=0.82):
+    """Match two unit-length descriptor sets [N0, D] and [N1, D].
+
+    ``i`` and ``j`` match when each is the other's best cosine neighbour and,
+    if ``min_cossim > 0``, their similarity is strictly above it. Returns
+    ``(idx0 int64 [M], idx1 int64 [M], similarity float32 [M])``, ordered by idx0.
+    Either side empty gives no matches.
+    """
+    if desc0.shape[1] != desc1.shape[1]:
+        raise DescriptorLayoutError(
+            f'descriptor widths differ: {desc0.shape[1]} vs {desc1.shape[1]}')
+    if desc0.shape[0] == 0 or desc1.shape[0] == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), np.zeros(0, dtype=np.float32)
+    sim = desc0 @ desc1.T
+    best1 = np.argmax(sim, axis=1)
+    best0 = np.argmax(sim, axis=0)
+    idx0 = np.arange(desc0.shape[0])
+    keep = best0[best1] == idx0
+    best_sim = sim[idx0, best1]
+    if min_cossim > 0:
+        keep &= best_sim > min_cossim
+    return idx0[keep], best1[keep], best_sim[keep].astype(np.float32)

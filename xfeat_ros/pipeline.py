@@ -1,0 +1,75 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The CPU pipeline: decode -> model space -> backbone -> detection -> matching."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from xfeat_ros.decode import decode_image_msg
+from xfeat_ros.match import mutual_nn_match
+from xfeat_ros.postprocess import detect
+from xfeat_ros.preprocess import to_model_space
+
+DESCRIPTOR_SIZE = 64
+
+
+@dataclass
+class Features:
+    """Features of one image, on the host.
+
+    ``keypoints`` float32 [N, 2] (x, y) in original pixels, ``scores`` float32
+    [N] descending, ``descriptors`` float32 [N, 64] unit length, ``image_hw``
+    the original (height, width).
+    """
+
+    keypoints: np.ndarray
+    scores: np.ndarray
+    descriptors: np.ndarray
+    image_hw: tuple
+
+    def __len__(self):
+        """Number of keypoints."""
+        return int(self.keypoints.shape[0])
+
+
+@dataclass
+class MatchResult:
+    """Mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M]."""
+
+    idx0: np.ndarray
+    idx1: np.ndarray
+    similarity: np.ndarray
+
+    def __len__(self):
+        """Number of matches."""
+        return int(self.idx0.shape[0])
+
+
+class CpuPipeline:
+    """Detect, describe and match on the CPU with a host backbone."""
+
+    def __init__(self, backbone, top_k=4096, threshold=0.05):
+        """Wrap a backbone with ``run(image [mh, mw]) -> (feats, logits, reliability)``."""
+        self.backbone = backbone
+        self.top_k = int(top_k)
+        self.threshold = float(threshold)
+
+    def extract(self, grey):
+        """Features of a grey float32 [H, W] image in [0, 1]."""
+        model_image, (rh, rw) = to_model_space(grey)
+        feats, logits, reliability = self.backbone.run(model_image)
+        keypoints, scores, descriptors = detect(feats, logits, reliability,
+                                                self.top_k, self.threshold)
+        keypoints = keypoints * np.array([rw, rh], dtype=np.float32)
+        return Features(keypoints, scores, descriptors, grey.shape)
+
+    def extract_msg(self, msg):
+        """Features of a ``sensor_msgs/Image`` (raises the typed decode errors)."""
+        return self.extract(decode_image_msg(msg))
+
+    @staticmethod
+    def match(previous, current, min_cossim=0.82):
+        """Mutual-NN matches between two :class:`Features`."""
+        return MatchResult(*mutual_nn_match(previous.descriptors, current.descriptors,
+                                            min_cossim))
