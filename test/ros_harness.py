@@ -1,0 +1,109 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Drive a real ``xfeat_node`` process from a test through rclpy.
+
+The node runs as a separate process (``python -m xfeat_ros.node``) with
+``--ros-args`` parameters; the test side owns its own rclpy context with
+publishers for the images and subscriptions collecting the outputs. conftest.py
+has already set ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and a ROS_DOMAIN_ID, and
+child processes inherit them.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+
+from xfeat_ros.node import topic
+
+RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _ros_value(value):
+    if isinstance(value, (list, tuple)):
+        return '[' + ','.join(f"'{v}'" for v in value) + ']'
+    if isinstance(value, str):
+        return value if value else "''"
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def start_node(params, log_path, extra_args=()):
+    """Start ``xfeat_node`` with ``params``; its stdout/stderr go to ``log_path``."""
+    args = [sys.executable, '-m', 'xfeat_ros.node', '--ros-args', *extra_args]
+    for name, value in params.items():
+        args += ['-p', f'{name}:={_ros_value(value)}']
+    log = open(log_path, 'w')
+    env = dict(os.environ, PYTHONUNBUFFERED='1')
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def stop_node(process, timeout=20.0):
+    """SIGINT the node and wait; returns its exit code."""
+    if process.poll() is None:
+        process.send_signal(2)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
+class Client:
+    """Test-side node: publishes images, collects keypoints and matches per camera."""
+
+    def __init__(self, cameras=('',), name='xfeat_test_client'):
+        """Create a private context and the publishers/subscriptions."""
+        from xfeat_ros_msgs.msg import Keypoints, Matches
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.publishers = {}
+        self.keypoints = {}
+        self.matches = {}
+        for cam in cameras:
+            self.publishers[cam] = self.node.create_publisher(Image, topic(cam, 'image'),
+                                                              RELIABLE)
+            self.keypoints[cam] = []
+            self.matches[cam] = []
+            self.node.create_subscription(Keypoints, topic(cam, 'keypoints'),
+                                          self.keypoints[cam].append, RELIABLE)
+            self.node.create_subscription(Matches, topic(cam, 'matches'),
+                                          self.matches[cam].append, RELIABLE)
+
+    def spin_until(self, predicate, timeout, process=None):
+        """Spin until ``predicate()`` is true; False on timeout or if ``process`` died."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if process is not None and process.poll() is not None:
+                return False
+            self.executor.spin_once(timeout_sec=0.05)
+        return predicate()
+
+    def wait_connected(self, process, timeout=60.0):
+        """Wait until the node subscribes to every image topic and publishes outputs."""
+        def ready():
+            return all(pub.get_subscription_count() > 0 for pub in self.publishers.values()) \
+                and all(self.node.count_publishers('/' + topic(cam, 'keypoints')) > 0
+                        for cam in self.publishers)
+        return self.spin_until(ready, timeout, process)
+
+    def publish(self, camera, msg):
+        """Publish one image on a camera and spin briefly."""
+        self.publishers[camera].publish(msg)
+        self.executor.spin_once(timeout_sec=0.0)
+
+    def close(self):
+        """Destroy the node and the context."""
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)

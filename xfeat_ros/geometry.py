@@ -1,0 +1,57 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Two-view geometry helpers for checking matches (OpenCV, CPU)."""
+
+import numpy as np
+
+RANSAC_SEED = 0
+
+
+def quaternion_to_matrix(qx, qy, qz, qw):
+    """Rotation matrix of a unit quaternion (x, y, z, w)."""
+    q = np.array([qw, qx, qy, qz], dtype=np.float64)
+    w, x, y, z = q / np.linalg.norm(q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def rotation_angle_deg(rotation):
+    """Angle of a rotation matrix in degrees."""
+    cos = np.clip((np.trace(rotation) - 1.0) / 2.0, -1.0, 1.0)
+    return float(np.degrees(np.arccos(cos)))
+
+
+def relative_pose(pose0, pose1):
+    """``(R, t)`` taking points from camera 0 to camera 1, from world poses (R_wc, t_wc)."""
+    r0, t0 = pose0
+    r1, t1 = pose1
+    rotation = r1.T @ r0
+    return rotation, r1.T @ (t0 - t1)
+
+
+def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_px=1.0):
+    """Relative pose from matched pixels by essential-matrix RANSAC.
+
+    Returns ``(R, t_unit, inlier_mask bool [M])`` (the RANSAC inliers); points
+    are undistorted first and ``threshold_px`` is the RANSAC epipolar distance.
+    ``R``/``t`` take points from camera 0 to camera 1. Needs at least 5 matches.
+    """
+    import cv2
+    cv2.setRNGSeed(RANSAC_SEED)
+    k = np.asarray(camera_matrix, dtype=np.float64)
+    dist = None if dist_coeffs is None else np.asarray(dist_coeffs, dtype=np.float64)
+    n0 = cv2.undistortPoints(points0.reshape(-1, 1, 2).astype(np.float64), k, dist)
+    n1 = cv2.undistortPoints(points1.reshape(-1, 1, 2).astype(np.float64), k, dist)
+    focal = (k[0, 0] + k[1, 1]) / 2.0
+    essential, mask = cv2.findEssentialMat(n0, n1, np.eye(3), cv2.RANSAC, 0.999,
+                                           threshold_px / focal)
+    if essential is None:
+        return np.eye(3), np.zeros(3), np.zeros(len(points0), dtype=bool)
+    inliers = mask.reshape(-1) > 0
+    # A far distance limit: with a short baseline most scene points lie beyond
+    # OpenCV's default of 50 baselines and would be left out of the cheirality vote.
+    result = cv2.recoverPose(essential[:3], n0, n1, np.eye(3), 1e9, mask=mask.copy())
+    rotation, t = result[1], result[2]
+    return rotation, t.reshape(3), inliers

@@ -1,0 +1,394 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The ``xfeat`` node: images in, keypoints and frame-to-frame matches out.
+
+Per camera ``c`` (parameter ``cameras``; ``''`` means the plain relative names):
+subscribes ``c/image`` (sensor_msgs/Image), publishes ``c/keypoints``
+(xfeat_ros_msgs/Keypoints, one per accepted image) and ``c/matches``
+(xfeat_ros_msgs/Matches, one per accepted image after that camera's first).
+
+Thin glue: the subscription callback validates the header and queues the
+frame (bounded per camera, newest kept, every drop counted); one worker
+thread takes up to ``max_frames_in_flight`` frames across cameras (waiting at
+most ``max_batch_latency_ms`` for a group to fill), submits them to the engine,
+synchronizes once, then publishes. A bad image is rejected with a throttled
+error naming topic and reason and counted; the stream continues.
+"""
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+import math
+import threading
+import time
+
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                ParameterType, SetParametersResult)
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos_event import SubscriptionEventCallbacks
+from sensor_msgs.msg import Image
+
+from xfeat_ros.decode import validate_layout
+from xfeat_ros.errors import ImageError, ParameterError, XFeatError
+from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
+from xfeat_ros.preprocess import model_size
+
+RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
+               'best_effort': ReliabilityPolicy.BEST_EFFORT}
+LIVE = ('top_k', 'threshold', 'min_cossim')
+
+
+def _int(description, default, low, high, live=False):
+    return default, ParameterDescriptor(
+        type=ParameterType.PARAMETER_INTEGER, description=description, read_only=not live,
+        integer_range=[IntegerRange(from_value=low, to_value=high, step=1)])
+
+
+def _float(description, default, low, high, live=False):
+    return default, ParameterDescriptor(
+        type=ParameterType.PARAMETER_DOUBLE, description=description, read_only=not live,
+        floating_point_range=[FloatingPointRange(from_value=low, to_value=high, step=0.0)])
+
+
+def _str(description, default, choices=None):
+    return default, ParameterDescriptor(
+        type=ParameterType.PARAMETER_STRING, description=description, read_only=True,
+        additional_constraints=('one of: ' + ', '.join(choices)) if choices else '')
+
+
+PARAMETERS = {
+    'cameras': ([''], ParameterDescriptor(
+        type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True,
+        description="camera names; camera c uses topics c/image, c/keypoints, c/matches "
+                    "('' = the plain relative topics image, keypoints, matches)")),
+    'backend': _str('backbone backend: auto picks the best available '
+                    '(tensorrt, pytorch CUDA, then onnxruntime CPU)', 'auto',
+                    ('auto', 'onnxruntime', 'pytorch', 'tensorrt', 'onnxruntime_cuda')),
+    'weights': _str('XFeat weights file (.pt state dict or .npz); empty: $XFEAT_ROS_WEIGHTS, '
+                    'then the user cache, then download of upstream weights', ''),
+    'gpu': _int('CUDA device index for GPU backends', 0, 0, 63),
+    'num_threads': _int('CPU threads of the ONNX Runtime backbone (0: its default)', 0, 0, 256),
+    'top_k': _int('maximum keypoints per image (live)', 4096, 1, 65536, live=True),
+    'threshold': _float('heatmap detection threshold, strict (live)', 0.05, 0.0, 1.0,
+                        live=True),
+    'min_cossim': _float('minimum cosine similarity of a match, strict; <= 0 disables the '
+                         'filter (live)', 0.82, -1.0, 1.0, live=True),
+    'max_frames_in_flight': _int('frames submitted before one synchronization', 8, 1, 64),
+    'max_batch_latency_ms': _float('longest wait for a group of frames to fill', 5.0, 0.0,
+                                   1000.0),
+    'queue_size': _int('frames queued per camera before the oldest is dropped (counted)',
+                       10, 1, 1000),
+    'input_qos_depth': _int('history depth of the image subscriptions', 5, 1, 1000),
+    'input_qos_reliability': _str('image subscription reliability', 'best_effort',
+                                  tuple(RELIABILITY)),
+    'output_qos_depth': _int('history depth of the keypoints/matches publishers', 10, 1, 1000),
+    'output_qos_reliability': _str('keypoints/matches publisher reliability', 'reliable',
+                                   tuple(RELIABILITY)),
+}
+
+
+def validate_parameter(name, value):
+    """Return None if ``value`` is valid for parameter ``name``, else the reason."""
+    default, descriptor = PARAMETERS[name]
+    if isinstance(default, list):
+        if not all(isinstance(v, str) for v in value):
+            return 'must be a list of strings'
+        if len(set(value)) != len(value) or not value:
+            return 'must be a non-empty list of distinct camera names'
+        bad = [v for v in value if v.strip('/') != v or ' ' in v]
+        return f'invalid camera names {bad}' if bad else None
+    if isinstance(default, bool) or type(value) is not type(default):
+        return f'must be of type {type(default).__name__}, got {type(value).__name__}'
+    if isinstance(value, float) and not math.isfinite(value):
+        return 'must be finite'
+    for rng in list(descriptor.integer_range) + list(descriptor.floating_point_range):
+        if not rng.from_value <= value <= rng.to_value:
+            return f'must be in [{rng.from_value}, {rng.to_value}], got {value}'
+    choices = descriptor.additional_constraints
+    if isinstance(value, str) and choices.startswith('one of: '):
+        options = choices[len('one of: '):].split(', ')
+        if value not in options:
+            return f'must be one of {options}, got {value!r}'
+    return None
+
+
+def topic(camera, name):
+    """Relative topic ``camera/name`` (just ``name`` for the unnamed camera)."""
+    return f'{camera}/{name}' if camera else name
+
+
+@dataclass
+class Frame:
+    """The last frame of a camera: stamp, host features, engine slot, (height, width)."""
+
+    stamp: object
+    features: object
+    slot: object
+    shape: tuple
+
+
+@dataclass
+class CameraState:
+    """Per-camera queue, history and counters."""
+
+    name: str
+    image_topic: str
+    queue: deque
+    keypoints_pub: object = None
+    matches_pub: object = None
+    previous: Frame = None        # the last published frame
+    counts: Counter = field(default_factory=Counter)
+
+
+def create_engine(backend, weights, gpu, num_threads, top_k, threshold, min_cossim, logger):
+    """Create the frame engine for ``backend`` ('auto' tries GPU engines first)."""
+    from xfeat_ros.backbone import create_backbone
+    from xfeat_ros.engine import CpuEngine
+    if backend not in ('auto', 'onnxruntime'):
+        from xfeat_ros.gpu.engine import create_gpu_engine
+        return create_gpu_engine(backend, weights, gpu, top_k, threshold, min_cossim)
+    if backend == 'auto':
+        try:
+            from xfeat_ros.gpu.engine import create_gpu_engine
+            engine = create_gpu_engine('auto', weights, gpu, top_k, threshold, min_cossim)
+            logger.info(f'backend auto: chose {engine.name} on GPU {gpu}')
+            return engine
+        except (ImportError, XFeatError) as exc:
+            logger.info(f'backend auto: no GPU backend ({exc}); using onnxruntime on the CPU')
+    return CpuEngine(create_backbone('onnxruntime', weights, num_threads), top_k, threshold,
+                     min_cossim)
+
+
+class XFeatNode(Node):
+    """ROS 2 node wrapping a frame engine (see module docstring)."""
+
+    def __init__(self, engine=None, **kwargs):
+        """Declare parameters, build the engine (unless given), wire topics, start the worker."""
+        super().__init__('xfeat', **kwargs)
+        message_types()  # fail early, with the build command, if messages are missing
+        for name, (default, descriptor) in PARAMETERS.items():
+            self.declare_parameter(name, default, descriptor)
+        self.params = {name: self.get_parameter(name).value for name in PARAMETERS}
+        for name, value in self.params.items():
+            reason = validate_parameter(name, value)
+            if reason:
+                raise ParameterError(f'parameter {name}: {reason}')
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.pending_config = {}
+        self.engine = engine or create_engine(
+            self.params['backend'], self.params['weights'], self.params['gpu'],
+            self.params['num_threads'], self.params['top_k'], self.params['threshold'],
+            self.params['min_cossim'], self.get_logger())
+        self.get_logger().info(f'engine: {self.engine.name} on {self.engine.device}')
+        self.free_slots = []
+        self.generation = 0  # bumped when settings change; older slots are not reused
+        self.cameras = {}
+        self._wire_cameras()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.running = True
+        self.worker = threading.Thread(target=self._work, name='xfeat_worker', daemon=True)
+        self.worker.start()
+
+    # -- wiring -------------------------------------------------------------
+    def _qos(self, prefix):
+        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.params[f'{prefix}_depth'],
+                          reliability=RELIABILITY[self.params[f'{prefix}_reliability']])
+
+    def _wire_cameras(self):
+        keypoints_type, matches_type = message_types()
+        in_qos, out_qos = self._qos('input_qos'), self._qos('output_qos')
+        for name in self.params['cameras']:
+            state = CameraState(name, topic(name, 'image'),
+                                deque(maxlen=self.params['queue_size']))
+            state.keypoints_pub = self.create_publisher(keypoints_type, topic(name, 'keypoints'),
+                                                        out_qos)
+            state.matches_pub = self.create_publisher(matches_type, topic(name, 'matches'),
+                                                      out_qos)
+            events = SubscriptionEventCallbacks(
+                incompatible_qos=lambda event, s=state: self._on_incompatible_qos(s, event))
+            self.create_subscription(Image, state.image_topic,
+                                     lambda msg, s=state: self._on_image(s, msg), in_qos,
+                                     event_callbacks=events)
+            self.cameras[name] = state
+
+    def _on_incompatible_qos(self, state, event):
+        self.get_logger().warn(
+            f'{state.image_topic}: a publisher has QoS this subscription cannot hear '
+            f'(policy {event.last_policy_kind}); set input_qos_reliability to match it',
+            once=True)
+
+    # -- parameters ---------------------------------------------------------
+    def _on_set_parameters(self, parameters):
+        for parameter in parameters:
+            if parameter.name not in PARAMETERS:
+                return SetParametersResult(successful=False,
+                                           reason=f'unknown parameter {parameter.name}')
+            if parameter.name not in LIVE:
+                return SetParametersResult(
+                    successful=False, reason=f'{parameter.name} is read-only after start; '
+                                             f'live parameters: {", ".join(LIVE)}')
+            reason = validate_parameter(parameter.name, parameter.value)
+            if reason:
+                return SetParametersResult(successful=False,
+                                           reason=f'{parameter.name} {reason}')
+        with self.lock:
+            for parameter in parameters:
+                self.params[parameter.name] = parameter.value
+                self.pending_config[parameter.name] = parameter.value
+        return SetParametersResult(successful=True)
+
+    # -- input --------------------------------------------------------------
+    def _on_image(self, state, msg):
+        try:
+            validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+            model_size(msg.height, msg.width)
+        except ImageError as exc:
+            self._reject(state, exc)
+            return
+        with self.wake:
+            if len(state.queue) == state.queue.maxlen:
+                state.counts['dropped_queue_full'] += 1
+                self.get_logger().warn(
+                    f'{state.image_topic}: queue full ({state.queue.maxlen}), dropped the '
+                    f'oldest frame ({state.counts["dropped_queue_full"]} so far)',
+                    throttle_duration_sec=5.0)
+            else:
+                state.counts['accepted'] += 1
+            state.queue.append(msg)
+            self.wake.notify()
+
+    def _reject(self, state, exc):
+        state.counts['rejected'] += 1
+        state.counts[f'rejected_{type(exc).__name__}'] += 1
+        self.get_logger().error(f'{state.image_topic}: rejected image: {exc}',
+                                throttle_duration_sec=2.0)
+
+    # -- worker -------------------------------------------------------------
+    def _next_group(self):
+        """Wait for frames; return up to max_frames_in_flight (camera, msg) pairs."""
+        with self.wake:
+            while self.running and not any(c.queue for c in self.cameras.values()):
+                self.wake.wait(0.1)
+            if not self.running:
+                return []
+            limit = self.params['max_frames_in_flight']
+            deadline = time.monotonic() + self.params['max_batch_latency_ms'] / 1000.0
+            while (sum(len(c.queue) for c in self.cameras.values()) < limit
+                   and time.monotonic() < deadline and self.running):
+                self.wake.wait(max(0.0, deadline - time.monotonic()))
+            group = []
+            while len(group) < limit and any(c.queue for c in self.cameras.values()):
+                for state in self.cameras.values():
+                    if state.queue and len(group) < limit:
+                        group.append((state, state.queue.popleft()))
+            if self.pending_config:
+                self.engine.configure(**self.pending_config)
+                self.pending_config = {}
+                self.generation += 1  # slot capacity may depend on top_k
+                self.free_slots.clear()
+            return group
+
+    def _slot(self):
+        if self.free_slots:
+            return self.free_slots.pop()
+        slot = self.engine.alloc_slot()
+        slot.generation = self.generation
+        return slot
+
+    def _release(self, slot):
+        if getattr(slot, 'generation', None) == self.generation:
+            self.free_slots.append(slot)
+
+    def _work(self):
+        while self.running:
+            group = self._next_group()
+            if group:
+                self._process(group)
+
+    def _process(self, group):
+        """Submit a group, synchronize once, publish in arrival order."""
+        submitted = []
+        last = {name: state.previous for name, state in self.cameras.items()}
+        for state, msg in group:
+            slot = self._slot()
+            try:
+                self.engine.submit(msg, slot)
+            except ImageError as exc:
+                self._reject(state, exc)
+                self._release(slot)
+                continue
+            prev = last[state.name]
+            shape = (msg.height, msg.width)
+            comparable = prev is not None and prev.shape == shape
+            if comparable:
+                self.engine.submit_match(prev.slot, slot)
+            submitted.append((state, msg, slot, comparable))
+            last[state.name] = Frame(msg.header.stamp, None, slot, shape)
+        self.engine.synchronize()
+        for state, msg, slot, comparable in submitted:
+            self._publish(state, msg, slot, comparable)
+
+    def _publish(self, state, msg, slot, comparable):
+        features = self.engine.features(slot)
+        state.keypoints_pub.publish(keypoints_msg(msg.header, features))
+        prev = state.previous
+        if prev is not None:
+            matches = self.engine.matches(slot) if comparable else None
+            if not comparable:
+                state.counts['matches_empty_size_change'] += 1
+                self.get_logger().warn(
+                    f'{state.image_topic}: image size changed from {prev.shape} to '
+                    f'{(msg.height, msg.width)}; published empty matches for this frame',
+                    throttle_duration_sec=5.0)
+            state.matches_pub.publish(matches_msg(msg.header, prev.stamp, prev.features,
+                                                  features, matches))
+            self._release(prev.slot)
+        state.previous = Frame(msg.header.stamp, features, slot, (msg.height, msg.width))
+        state.counts['published'] += 1
+
+    def stats(self):
+        """Per-camera counters (accepted, published, rejected, dropped...)."""
+        with self.lock:
+            return {name: dict(state.counts) for name, state in self.cameras.items()}
+
+    def stop(self):
+        """Stop the worker after its current group; count frames left in queues."""
+        with self.wake:
+            self.running = False
+            self.wake.notify_all()
+        self.worker.join(timeout=30.0)
+        for state in self.cameras.values():
+            if state.queue:
+                state.counts['dropped_shutdown'] += len(state.queue)
+                state.queue.clear()
+
+
+def main(args=None):
+    """Run the node until interrupted."""
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = XFeatNode()
+        rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    except XFeatError as exc:
+        if node is None:
+            rclpy.logging.get_logger('xfeat').fatal(f'cannot start: {exc}')
+            raise SystemExit(1)
+        raise
+    except rclpy.executors.ExternalShutdownException:
+        pass
+    finally:
+        if node is not None:
+            node.stop()
+            node.get_logger().info(f'final counts: {node.stats()}')
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == '__main__':
+    main()
