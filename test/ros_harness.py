@@ -107,3 +107,36 @@ class Client:
         self.executor.shutdown()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
+
+
+def call_service(client, service_type, name, request, timeout=10.0):
+    """Call a service from the client's node; returns the response or None."""
+    cli = client.node.create_client(service_type, name)
+    try:
+        if not cli.wait_for_service(timeout_sec=timeout):
+            return None
+        future = cli.call_async(request)
+        client.spin_until(future.done, timeout)
+        return future.result()
+    finally:
+        client.node.destroy_client(cli)
+
+
+def set_parameters(client, node_name, values):
+    """Set parameters of a remote node one by one; returns their SetParametersResult list."""
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+    request = SetParameters.Request()
+    request.parameters = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+    response = call_service(client, SetParameters, f'{node_name}/set_parameters', request)
+    return None if response is None else list(response.results)
+
+
+def get_parameters(client, node_name, names):
+    """Values of remote parameters (python values)."""
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+    request = GetParameters.Request()
+    request.names = list(names)
+    response = call_service(client, GetParameters, f'{node_name}/get_parameters', request)
+    return [parameter_value_to_python(v) for v in response.values]

@@ -18,15 +18,19 @@ error naming topic and reason and counted; the stream continues.
 from collections import Counter, deque
 from dataclasses import dataclass, field
 import math
+import signal
+import sys
 import threading
 import time
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
 import rclpy
+from rclpy.exceptions import ParameterException
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.qos_event import SubscriptionEventCallbacks
+from rclpy.event_handler import SubscriptionEventCallbacks
 from sensor_msgs.msg import Image
 
 from xfeat_ros.decode import validate_layout
@@ -37,6 +41,7 @@ from xfeat_ros.preprocess import model_size
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
 LIVE = ('top_k', 'threshold', 'min_cossim')
+REJECT_LOG_PERIOD_S = 2.0
 
 
 def _int(description, default, low, high, live=False):
@@ -139,6 +144,7 @@ class CameraState:
     matches_pub: object = None
     previous: Frame = None        # the last published frame
     counts: Counter = field(default_factory=Counter)
+    last_log: dict = field(default_factory=dict)   # reason -> monotonic time of last log
 
 
 def create_engine(backend, weights, gpu, num_threads, top_k, threshold, min_cossim, logger):
@@ -168,7 +174,10 @@ class XFeatNode(Node):
         super().__init__('xfeat', **kwargs)
         message_types()  # fail early, with the build command, if messages are missing
         for name, (default, descriptor) in PARAMETERS.items():
-            self.declare_parameter(name, default, descriptor)
+            try:
+                self.declare_parameter(name, default, descriptor)
+            except ParameterException as exc:
+                raise ParameterError(f'parameter {name}: {exc}') from exc
         self.params = {name: self.get_parameter(name).value for name in PARAMETERS}
         for name, value in self.params.items():
             reason = validate_parameter(name, value)
@@ -260,10 +269,17 @@ class XFeatNode(Node):
             self.wake.notify()
 
     def _reject(self, state, exc):
-        state.counts['rejected'] += 1
-        state.counts[f'rejected_{type(exc).__name__}'] += 1
-        self.get_logger().error(f'{state.image_topic}: rejected image: {exc}',
-                                throttle_duration_sec=2.0)
+        kind = type(exc).__name__
+        with self.lock:
+            state.counts['rejected'] += 1
+            state.counts[f'rejected_{kind}'] += 1
+            count = state.counts[f'rejected_{kind}']
+        # Throttled per camera and reason, so one noisy fault hides no other.
+        now = time.monotonic()
+        if now - state.last_log.get(kind, -math.inf) >= REJECT_LOG_PERIOD_S:
+            state.last_log[kind] = now
+            self.get_logger().error(f'{state.image_topic}: rejected image ({count} so far '
+                                    f'for this reason): {exc}')
 
     # -- worker -------------------------------------------------------------
     def _next_group(self):
@@ -366,21 +382,24 @@ class XFeatNode(Node):
 
 
 def main(args=None):
-    """Run the node until interrupted."""
-    rclpy.init(args=args)
+    """Run the node until SIGINT/SIGTERM; then finish the group in flight and log counts."""
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     node = None
+    code = 0
     try:
         node = XFeatNode()
-        rclpy.spin(node)
+        executor = rclpy.executors.SingleThreadedExecutor()
+        executor.add_node(node)
+        while rclpy.ok():
+            # Short waits return to Python, where SIGINT/SIGTERM raise KeyboardInterrupt
+            # with the context still valid, so shutdown can finish and log cleanly.
+            executor.spin_once(timeout_sec=0.1)
     except KeyboardInterrupt:
         pass
     except XFeatError as exc:
-        if node is None:
-            rclpy.logging.get_logger('xfeat').fatal(f'cannot start: {exc}')
-            raise SystemExit(1)
-        raise
-    except rclpy.executors.ExternalShutdownException:
-        pass
+        rclpy.logging.get_logger('xfeat').fatal(f'cannot start: {exc}')
+        code = 1
     finally:
         if node is not None:
             node.stop()
@@ -388,7 +407,8 @@ def main(args=None):
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+    return code
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

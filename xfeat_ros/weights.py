@@ -118,7 +118,7 @@ def download_weights(destination, url=UPSTREAM_URL, blob_id=UPSTREAM_GIT_BLOB,
 
 def resolve_weights(path='', download=True):
     """Return the weights file to use, following the documented lookup order."""
-    for candidate, origin in ((path, 'weights parameter'),
+    for candidate, origin in ((path, 'the weights path'),
                               (os.environ.get(ENV_VAR, ''), ENV_VAR)):
         if candidate:
             candidate = Path(candidate).expanduser()

@@ -1,0 +1,77 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Malformed images are rejected, counted and logged; the stream goes on correctly."""
+
+import numpy as np
+import pytest
+
+from ros_harness import Client, start_node, stop_node
+from xfeat_ros.image_files import list_sequence, read_image
+from xfeat_ros.messages import features_from_msg, image_msg
+
+pytestmark = pytest.mark.ros
+
+
+def malformed(good):
+    """(label, message, expected reason text) for each malformed kind."""
+    cases = []
+    msg = image_msg(*good)
+    msg.encoding = 'yuv422'
+    cases.append(('unknown encoding', msg, "unsupported image encoding 'yuv422'"))
+    msg = image_msg(*good)
+    msg.step = msg.width * 3 - 1
+    cases.append(('step too small', msg, 'is smaller than width'))
+    msg = image_msg(*good)
+    msg.data = bytes(msg.data)[:-100]
+    cases.append(('truncated data', msg, 'data has'))
+    msg = image_msg(*good)
+    msg.height = msg.height + 1
+    cases.append(('height mismatch', msg, 'data has'))
+    small = image_msg(np.zeros((20, 40, 1), np.uint8), 'mono8')
+    cases.append(('smaller than 32 px', small, 'smaller than 32 px'))
+    empty = image_msg(np.zeros((0, 0, 1), np.uint8), 'mono8')
+    cases.append(('empty image', empty, 'empty image'))
+    return cases
+
+
+def test_bad_images_rejected_node_keeps_working(shared_dir, weights_npz, cpu_pipeline,
+                                                tmp_path):
+    frames = [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:3]]
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable'},
+                         log, extra_args=['--log-level', 'xfeat:=info'])
+    client = Client()
+    got, matched = client.keypoints[''], client.matches['']
+    try:
+        assert client.wait_connected(process), log.read_text()
+        client.publish('', image_msg(*frames[0]))
+        assert client.spin_until(lambda: len(got) == 1, 60, process), log.read_text()
+        cases = malformed(frames[1])
+        for label, msg, _ in cases:
+            client.publish('', msg)
+            client.spin_until(lambda: False, 0.3)
+        assert process.poll() is None, log.read_text()
+        assert len(got) == 1, 'a malformed image produced output'
+        client.publish('', image_msg(*frames[1]))
+        assert client.spin_until(lambda: len(got) == 2 and len(matched) == 1, 60, process)
+        # The good frame after the bad ones is processed exactly as offline and
+        # matched against the last good frame.
+        offline = cpu_pipeline.extract(
+            (frames[1][0].astype(np.float32) / 255).mean(axis=2, dtype=np.float32))
+        online = features_from_msg(got[1])
+        np.testing.assert_allclose(online.keypoints, offline.keypoints, atol=1e-4)
+        assert matched[0].previous_stamp == got[0].header.stamp
+        assert len(matched[0].current_indices) > 300
+    finally:
+        client.close()
+        assert stop_node(process) == 0
+    text = log.read_text()
+    # Logs are throttled per camera and reason class: the first of each class shows.
+    for reason in ("unsupported image encoding 'yuv422'", 'is smaller than width',
+                   'smaller than 32 px'):
+        assert reason in text, f'no log line with {reason!r}\n{text}'
+    assert 'Traceback' not in text
+    counts = ("'accepted': 2, 'published': 2, 'rejected': 6, "
+              "'rejected_UnsupportedEncodingError': 1, 'rejected_ImageLayoutError': 4, "
+              "'rejected_ImageTooSmallError': 1")
+    assert counts in text, text  # the final counts line

@@ -1,0 +1,119 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Node parameters: live updates, rejections, params file, several cameras."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
+from xfeat_ros.image_files import list_sequence, read_image
+from xfeat_ros.messages import image_msg
+from xfeat_ros.node import PARAMETERS, validate_parameter
+
+REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
+
+
+def test_validate_parameter_table():
+    assert validate_parameter('top_k', 100) is None
+    assert 'in [1, 65536]' in validate_parameter('top_k', 0)
+    assert 'in [1, 65536]' in validate_parameter('top_k', -5)
+    assert 'type int' in validate_parameter('top_k', 2.5)
+    assert 'type int' in validate_parameter('top_k', True)
+    assert 'finite' in validate_parameter('threshold', math.nan)
+    assert 'finite' in validate_parameter('min_cossim', math.inf)
+    assert 'in [0.0, 1.0]' in validate_parameter('threshold', 1.5)
+    assert 'type float' in validate_parameter('threshold', '0.1')
+    assert 'one of' in validate_parameter('backend', 'cuda')
+    assert 'one of' in validate_parameter('input_qos_reliability', 'maybe')
+    assert 'distinct' in validate_parameter('cameras', ['a', 'a'])
+    assert 'invalid camera' in validate_parameter('cameras', ['/a'])
+    for name, (default, descriptor) in PARAMETERS.items():
+        assert validate_parameter(name, default) is None, name
+        assert descriptor.description, name
+
+
+@pytest.fixture(scope='module')
+def frames(shared_dir):
+    return [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:6]]
+
+
+@pytest.mark.ros
+def test_live_parameter_updates(frames, weights_npz, tmp_path):
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
+                          'queue_size': 50}, log,
+                         extra_args=['--params-file', str(REPO_CONFIG)])
+    client = Client()
+    try:
+        assert client.wait_connected(process), log.read_text()
+        got = client.keypoints['']
+
+        def send(i):
+            client.publish('', image_msg(*frames[i]))
+            assert client.spin_until(lambda: len(got) == i + 1, 60, process), log.read_text()
+            return len(got[-1].scores)
+
+        assert send(0) > 1000
+        # Invalid values are rejected with a reason and change nothing.
+        for name, value, reason in [('top_k', 0, 'top_k'), ('top_k', -1, 'top_k'),
+                                    ('threshold', math.nan, 'threshold'),
+                                    ('threshold', 2.0, 'threshold'),
+                                    ('min_cossim', math.inf, 'min_cossim'),
+                                    ('top_k', 'many', 'type'),
+                                    ('backend', 'onnxruntime', 'read-only'),
+                                    ('cameras', ['x'], 'read-only')]:
+            result = set_parameters(client, '/xfeat', {name: value})
+            assert result is not None and not result[0].successful, (name, value)
+            assert result[0].reason, (name, value)
+        assert get_parameters(client, '/xfeat', ['top_k', 'threshold']) == [4096, 0.05]
+        # A valid live change takes effect on the next frame.
+        result = set_parameters(client, '/xfeat', {'top_k': 300})
+        assert result[0].successful, result[0].reason
+        assert send(1) == 300
+        result = set_parameters(client, '/xfeat', {'threshold': 0.5, 'top_k': 4096})
+        assert result[0].successful
+        few = send(2)
+        assert 0 < few < 1000
+        result = set_parameters(client, '/xfeat', {'min_cossim': 0.99, 'threshold': 0.05})
+        assert result[0].successful
+        send(3)
+        assert client.spin_until(lambda: len(client.matches['']) == 3, 30, process)
+        strict = client.matches[''][-1]
+        assert len(strict.similarities) > 0
+        assert np.all(np.frombuffer(strict.similarities, np.float32) > 0.99)
+    finally:
+        client.close()
+        assert stop_node(process) == 0, log.read_text()
+
+
+@pytest.mark.ros
+def test_two_cameras_and_namespace(frames, weights_npz, tmp_path):
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
+                          'cameras': ['left', 'right'], 'top_k': 1000}, log,
+                         extra_args=['-r', '__ns:=/rig'])
+    client = Client(cameras=('rig/left', 'rig/right'))
+    try:
+        # Topics are relative to the node's namespace: /rig/left/image ...
+        assert client.wait_connected(process), log.read_text()
+        for i in range(3):
+            client.publish('rig/left', image_msg(*frames[i]))
+            client.publish('rig/right', image_msg(*frames[i + 3]))
+        done = client.spin_until(lambda: all(len(v) == 3 for v in client.keypoints.values())
+                                 and all(len(v) == 2 for v in client.matches.values()),
+                                 60, process)
+        assert done, log.read_text()
+        assert all(len(m.scores) == 1000 for v in client.keypoints.values() for m in v)
+    finally:
+        client.close()
+        assert stop_node(process) == 0, log.read_text()
+
+
+@pytest.mark.ros
+def test_invalid_start_parameter_refuses_to_start(weights_npz, tmp_path):
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(tmp_path / 'missing.pt')}, log)
+    assert process.wait(60) != 0
+    assert 'missing.pt' in log.read_text()
