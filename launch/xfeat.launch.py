@@ -1,12 +1,12 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Launch the xfeat node.
+"""
+Launch the xfeat node.
 
 Usage::
 
     ros2 launch xfeat_ros xfeat.launch.py image:=/camera/image_raw
-    ros2 launch xfeat_ros xfeat.launch.py namespace:=front backend:=onnxruntime \\
-        params_file:=/path/to/my_xfeat.yaml
+    ros2 launch xfeat_ros xfeat.launch.py namespace:=front params_file:=my.yaml
 
 Arguments: ``image`` (the topic remapped onto the node's ``image`` input),
 ``params_file`` (default: this package's config/xfeat.yaml), ``namespace``,

@@ -46,6 +46,11 @@ REQUIREMENTS=(
   ros-ament-pep257
   ros-ament-lint
   flake8
+  flake8-builtins
+  flake8-comprehensions
+  flake8-docstrings
+  flake8-import-order
+  flake8-quotes
   pydocstyle
   # application and tests
   numpy

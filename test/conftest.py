@@ -28,7 +28,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope='session')
 def shared_dir():
-    """The ../shared folder (models, data, golden); skip where absent."""
+    """Return the ../shared folder (models, data, golden); skip where absent."""
     if not SHARED.is_dir():
         pytest.skip(f'{SHARED} (models, data, golden) is not present beside the repository')
     return SHARED
@@ -36,20 +36,20 @@ def shared_dir():
 
 @pytest.fixture(scope='session')
 def weights_npz(shared_dir):
-    """Path of the backbone weights as .npz."""
+    """Return the path of the backbone weights as .npz."""
     return MODELS / 'xfeat_backbone.npz'
 
 
 @pytest.fixture(scope='session')
 def weights(weights_npz):
-    """Loaded backbone weights dict."""
+    """Return the loaded backbone weights dict."""
     from xfeat_ros.weights import load_weights
     return load_weights(weights_npz)
 
 
 @pytest.fixture(scope='session')
 def cpu_pipeline(weights):
-    """One CPU pipeline (ONNX Runtime) for the whole run."""
+    """Return one CPU pipeline (ONNX Runtime) for the whole run."""
     from xfeat_ros.backbone import OnnxRuntimeBackbone
     from xfeat_ros.network_onnx import build_model
     from xfeat_ros.pipeline import CpuPipeline

@@ -23,7 +23,7 @@ MAX_MEDIAN_ROT_ERR_DEG = 1.0
 
 
 def load_poses(path):
-    """image stamp string -> (R_wc, t_wc) from the TUM ground truth file."""
+    """Map image stamp strings to (R_wc, t_wc) from the TUM ground truth file."""
     poses = {}
     for line in path.read_text().splitlines():
         if line.startswith('#') or not line.strip():

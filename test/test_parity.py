@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """CPU pipeline against upstream XFeat outputs (../shared/golden)."""
 
+from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
 import numpy as np
 import pytest
 
-from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
 from xfeat_ros.image_files import read_grey
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.postprocess import detect, heatmap_from_logits, l2_normalize
@@ -65,7 +65,8 @@ def test_postprocess_on_golden_dense_maps(golden):
     # length; logits whose softmax gives the heatmap (dustbin logit -inf-like).
     heat = g['heatmap']
     mh, mw = heat.shape
-    cells = heat.reshape(mh // 8, 8, mw // 8, 8).transpose(1, 3, 0, 2).reshape(64, mh // 8, mw // 8)
+    cells = heat.reshape(mh // 8, 8, mw // 8, 8).transpose(1, 3, 0, 2)
+    cells = cells.reshape(64, mh // 8, mw // 8)
     dustbin = np.clip(1.0 - cells.sum(axis=0, keepdims=True), 1e-30, None)
     logits = np.log(np.concatenate([cells, dustbin]).astype(np.float64) + 1e-38).astype(np.float32)
     np.testing.assert_allclose(heatmap_from_logits(logits), heat, rtol=1e-4, atol=1e-7)

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""xfeat_ros: XFeat learned features and matches for ROS 2.
+"""
+xfeat_ros: XFeat learned features and matches for ROS 2.
 
 Data flow: ``decode`` (sensor_msgs/Image bytes -> grey [0, 1]) -> ``preprocess``
 (floor-of-32 bilinear resize) -> backbone (``backbone``: ONNX Runtime on the CPU)

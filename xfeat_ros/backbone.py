@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Backbone backends: run the XFeat network on a model-size grey image.
+"""
+Backbone backends: run the XFeat network on a model-size grey image.
 
 CPU interface (:class:`OnnxRuntimeBackbone`): ``run(image)`` with ``image``
 float32 [mh, mw] in [0, 1] returns host arrays ``(feats [64, mh/8, mw/8],
@@ -16,7 +17,7 @@ import os
 import numpy as np
 
 from xfeat_ros.errors import BackendError
-from xfeat_ros.network_onnx import INPUT_NAME, OUTPUT_NAMES, build_model
+from xfeat_ros.network_onnx import build_model, INPUT_NAME, OUTPUT_NAMES
 from xfeat_ros.weights import load_weights, resolve_weights
 
 LOG = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ class OnnxRuntimeBackbone:
     name = 'onnxruntime'
 
     def __init__(self, model, threads=0):
-        """Create a session from an ``onnx.ModelProto``, serialized bytes or a file path.
+        """
+        Create a session from an ``onnx.ModelProto``, serialized bytes or a file path.
 
         ``threads`` sets ONNX Runtime's intra-op threads (0: its default).
         """
@@ -63,7 +65,8 @@ class OnnxRuntimeBackbone:
 
 
 def create_backbone(backend='auto', weights='', threads=0):
-    """Create the backbone named by ``backend`` from the weights lookup.
+    """
+    Create the backbone named by ``backend`` from the weights lookup.
 
     Raises :class:`BackendError` for an unknown or unavailable backend and
     :class:`xfeat_ros.errors.WeightsError` when no usable weights are found.

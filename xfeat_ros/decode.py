@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Decode ``sensor_msgs/Image`` bytes into a grey float image (CPU).
+"""
+Decode ``sensor_msgs/Image`` bytes into a grey float image (CPU).
 
 Semantics follow cv_bridge: ``step`` is the row length in bytes (padding after
 ``width * pixel_size`` bytes is ignored), ``is_bigendian`` applies to 16-bit
@@ -20,7 +21,8 @@ from xfeat_ros.errors import ImageLayoutError, UnsupportedEncodingError
 
 @dataclass(frozen=True)
 class EncodingInfo:
-    """Layout of one supported encoding.
+    """
+    Layout of one supported encoding.
 
     ``colour`` lists the byte offsets of the three colour channels inside a
     pixel (empty for mono); ``channels`` counts every channel, alpha included.
@@ -55,7 +57,8 @@ def encoding_info(encoding):
 
 
 def validate_layout(encoding, height, width, step, nbytes):
-    """Check an image header against its byte count, without allocating.
+    """
+    Check an image header against its byte count, without allocating.
 
     Returns the encoding's :class:`EncodingInfo`. Raises
     :class:`UnsupportedEncodingError` or :class:`ImageLayoutError`.
@@ -79,7 +82,8 @@ def validate_layout(encoding, height, width, step, nbytes):
 
 
 def image_array(data, encoding, height, width, step, is_bigendian=False):
-    """View image bytes as a native-order array of shape [H, W, C].
+    """
+    View image bytes as a native-order array of shape [H, W, C].
 
     ``data`` is any buffer (bytes, bytearray, array.array, memoryview, uint8
     ndarray). The result is uint8 or uint16; it may share memory with ``data``.
@@ -94,7 +98,8 @@ def image_array(data, encoding, height, width, step, is_bigendian=False):
 
 
 def decode_image(data, encoding, height, width, step, is_bigendian=False):
-    """Decode image bytes to grey float32 [H, W] in [0, 1] (host memory).
+    """
+    Decode image bytes to grey float32 [H, W] in [0, 1] (host memory).
 
     Raises :class:`UnsupportedEncodingError` or :class:`ImageLayoutError`.
     """

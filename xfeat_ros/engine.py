@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The frame engine interface the node drives, and its CPU implementation.
+"""
+The frame engine interface the node drives, and its CPU implementation.
 
 An engine processes frames into pre-allocated *slots* (one per frame in
 flight). The node's loop is the same for every engine::
@@ -23,7 +24,7 @@ from xfeat_ros.pipeline import CpuPipeline, MatchResult
 
 
 class Slot:
-    """Per-frame results of one in-flight position (host memory on the CPU)."""
+    """Hold the per-frame results of one in-flight position (host memory on the CPU)."""
 
     def __init__(self):
         self.features = None
@@ -51,7 +52,7 @@ class CpuEngine:
             self.min_cossim = float(min_cossim)
 
     def alloc_slot(self):
-        """A new slot."""
+        """Return a new slot."""
         return Slot()
 
     def submit(self, msg, slot):

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The one typed error family of xfeat_ros.
+"""
+The one typed error family of xfeat_ros.
 
 Every boundary (message decoding, weight loading, backend selection, parameter
 validation, descriptor buffers) raises a subclass of :class:`XFeatError`, so a

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""``xfeat_export``: write the XFeat backbone as an ONNX file.
+"""
+``xfeat_export``: write the XFeat backbone as an ONNX file.
 
 The graph holds the network only (input grey [1, 1, H, W] at model size,
 outputs feats / keypoint_logits / reliability), with dynamic H and W unless

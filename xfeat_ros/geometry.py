@@ -32,7 +32,8 @@ def relative_pose(pose0, pose1):
 
 
 def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_px=1.0):
-    """Relative pose from matched pixels by essential-matrix RANSAC.
+    """
+    Relative pose from matched pixels by essential-matrix RANSAC.
 
     Returns ``(R, t_unit, inlier_mask bool [M])`` (the RANSAC inliers); points
     are undistorted first and ``threshold_px`` is the RANSAC epipolar distance.

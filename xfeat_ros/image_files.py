@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Image files and sequences on disk (for xfeat_play, the demo, tests, tools).
+"""
+Image files and sequences on disk (for xfeat_play, the demo, tests, tools).
 
 Layouts understood by :func:`list_sequence`:
 
@@ -20,7 +21,8 @@ IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.ppm', '.pgm', '.bmp', '.tif', '.tif
 
 
 def read_image(path):
-    """Read an image file as ``(pixels, encoding)``.
+    """
+    Read an image file as ``(pixels, encoding)``.
 
     ``pixels`` is uint8 [H, W, 3] RGB (``rgb8``), uint8 [H, W, 1] (``mono8``) or
     uint16 [H, W, 1] (``mono16``), exactly as stored (no conversion of depth).

@@ -8,7 +8,8 @@ from xfeat_ros.errors import DescriptorLayoutError
 
 
 def check_descriptors(buffer, count, width):
-    """View a flat descriptor ``buffer`` as [count, width], with typed checks.
+    """
+    View a flat descriptor ``buffer`` as [count, width], with typed checks.
 
     The width cannot be recovered from a buffer whose capacity exceeds
     ``count * width``, so it is always passed explicitly; a short buffer or a
@@ -24,7 +25,8 @@ def check_descriptors(buffer, count, width):
 
 
 def mutual_nn_match(desc0, desc1, min_cossim=0.82):
-    """Match two unit-length descriptor sets [N0, D] and [N1, D].
+    """
+    Match two unit-length descriptor sets [N0, D] and [N1, D].
 
     ``i`` and ``j`` match when each is the other's best cosine neighbour and,
     if ``min_cossim > 0``, their similarity is strictly above it. Returns

@@ -42,7 +42,8 @@ def keypoints_msg(header, features):
 
 
 def matches_msg(header, previous_stamp, previous, current, matches):
-    """``xfeat_ros_msgs/Matches`` from the previous to the current frame.
+    """
+    ``xfeat_ros_msgs/Matches`` from the previous to the current frame.
 
     ``matches`` is a :class:`xfeat_ros.pipeline.MatchResult` or None (no
     comparable previous frame: all arrays empty).

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The XFeat backbone in PyTorch, written from the spec (needs torch).
+"""
+The XFeat backbone in PyTorch, written from the spec (needs torch).
 
 Same network and same outputs as :mod:`xfeat_ros.network_onnx`: input grey
 [B, 1, H, W] in [0, 1] at model size; outputs ``(feats [B, 64, H/8, W/8],
@@ -88,7 +89,7 @@ class XFeatNet(nn.Module):
         net = cls()
         state = {k: torch.from_numpy(v) for k, v in weights.items()}
         net.load_state_dict(state, strict=False)
-        missing = set(k for k in net.state_dict() if not k.endswith('num_batches_tracked'))
+        missing = {k for k in net.state_dict() if not k.endswith('num_batches_tracked')}
         if missing - set(state):
             raise KeyError(f'weights lack {sorted(missing - set(state))[:3]}')
         return net.eval()

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Build the XFeat backbone as an ONNX graph straight from NumPy weights.
+"""
+Build the XFeat backbone as an ONNX graph straight from NumPy weights.
 
 No PyTorch is needed: the graph is assembled node by node from the spec
 (``shared/docs/xfeat-spec.md`` section 2), BatchNorm folded into the
@@ -105,7 +106,8 @@ def _resize_like(graph, x, like):
 
 
 def _mean_hw(graph, x):
-    """Mean over H and W as a mean of row means (equal counts, so exact).
+    """
+    Mean over H and W as a mean of row means (equal counts, so exact).
 
     One flat ReduceMean over a whole image sums ~10^5 float32 values in a row
     and was measured here at 4e-5 error; two short reductions keep it at 1e-7.
@@ -115,7 +117,8 @@ def _mean_hw(graph, x):
 
 
 def _instance_norm(graph, x):
-    """``(x - mean) / sqrt(var + eps)`` per image, biased variance.
+    """
+    ``(x - mean) / sqrt(var + eps)`` per image, biased variance.
 
     Written with reductions rather than ONNX Runtime's fused
     InstanceNormalization, whose statistics were measured here at 4e-5 absolute
@@ -129,7 +132,8 @@ def _instance_norm(graph, x):
 
 
 def build_model(weights, height=None, width=None):
-    """Return an ``onnx.ModelProto`` of the backbone.
+    """
+    Return an ``onnx.ModelProto`` of the backbone.
 
     ``weights`` is the dict of :func:`xfeat_ros.weights.load_weights`. With
     ``height``/``width`` (multiples of 32) the input size is fixed; otherwise

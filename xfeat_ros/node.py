@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The ``xfeat`` node: images in, keypoints and frame-to-frame matches out.
+"""
+The ``xfeat`` node: images in, keypoints and frame-to-frame matches out.
 
 Per camera ``c`` (parameter ``cameras``; ``''`` means the plain relative names):
 subscribes ``c/image`` (sensor_msgs/Image), publishes ``c/keypoints``
@@ -26,11 +27,11 @@ import time
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
 import rclpy
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
-from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.event_handler import SubscriptionEventCallbacks
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 from xfeat_ros.decode import validate_layout
@@ -65,7 +66,7 @@ def _str(description, default, choices=None):
 PARAMETERS = {
     'cameras': ([''], ParameterDescriptor(
         type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True,
-        description="camera names; camera c uses topics c/image, c/keypoints, c/matches "
+        description='camera names; camera c uses topics c/image, c/keypoints, c/matches '
                     "('' = the plain relative topics image, keypoints, matches)")),
     'backend': _str('backbone backend: auto picks the best available '
                     '(tensorrt, pytorch CUDA, then onnxruntime CPU)', 'auto',

@@ -16,7 +16,8 @@ DESCRIPTOR_SIZE = 64
 
 @dataclass
 class Features:
-    """Features of one image, on the host.
+    """
+    Hold the features of one image, on the host.
 
     ``keypoints`` float32 [N, 2] (x, y) in original pixels, ``scores`` float32
     [N] descending, ``descriptors`` float32 [N, 64] unit length, ``image_hw``
@@ -29,20 +30,20 @@ class Features:
     image_hw: tuple
 
     def __len__(self):
-        """Number of keypoints."""
+        """Return the number of keypoints."""
         return int(self.keypoints.shape[0])
 
 
 @dataclass
 class MatchResult:
-    """Mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M]."""
+    """Hold mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M]."""
 
     idx0: np.ndarray
     idx1: np.ndarray
     similarity: np.ndarray
 
     def __len__(self):
-        """Number of matches."""
+        """Return the number of matches."""
         return int(self.idx0.shape[0])
 
 

@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""``xfeat_play``: publish an image folder as a camera topic.
+"""
+``xfeat_play``: publish an image folder as a camera topic.
 
 Understands plain folders and TUM / EuRoC layouts (see
 :mod:`xfeat_ros.image_files`). With timestamps in the layout, messages carry
@@ -57,7 +58,8 @@ def load_frames(folder, encoding='keep', count=0):
 
 def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id='camera',
          wait_subscribers=10.0):
-    """Publish ``frames`` on ``publisher``; returns how many messages were published.
+    """
+    Publish ``frames`` on ``publisher``; returns how many messages were published.
 
     Pacing: ``rate`` Hz if > 0, else the frames' own stamp differences, else 10 Hz.
     """

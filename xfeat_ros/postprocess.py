@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""XFeat sparse detection on the backbone outputs (NumPy, CPU).
+"""
+XFeat sparse detection on the backbone outputs (NumPy, CPU).
 
 This is the reference implementation of ``shared/docs/xfeat-spec.md`` section 3
 and the oracle for the GPU kernels. Every function is pure and works on host
@@ -30,7 +31,8 @@ def l2_normalize(x, axis, eps=1e-12):
 
 
 def heatmap_from_logits(logits):
-    """Softmax over 65 logits per cell, drop the dustbin, shuffle 8x8.
+    """
+    Softmax over 65 logits per cell, drop the dustbin, shuffle 8x8.
 
     ``logits`` float32 [65, h, w] -> heatmap float32 [8h, 8w]; value ``c`` of
     cell (i, j) lands at row ``8i + c // 8``, column ``8j + c % 8``.
@@ -44,7 +46,7 @@ def heatmap_from_logits(logits):
 
 
 def _window_max(x, radius, axis):
-    """Running max over ``2 * radius + 1`` neighbours along ``axis`` (clipped window)."""
+    """Return the running max over ``2 * radius + 1`` neighbours along ``axis`` (clipped)."""
     pad = [(0, 0)] * x.ndim
     pad[axis] = (radius, radius)
     padded = np.pad(x, pad, constant_values=-np.inf)
@@ -56,7 +58,8 @@ def _window_max(x, radius, axis):
 
 
 def simple_nms(heatmap, threshold, radius=NMS_RADIUS):
-    """Keypoint mask of a 5x5 non-maximum suppression.
+    """
+    Keypoint mask of a 5x5 non-maximum suppression.
 
     A pixel survives if it equals the max of its (border-clipped) window, ties
     included, and is strictly greater than ``threshold``. Returns bool [H, W].
@@ -72,7 +75,8 @@ def nms_keypoints(heatmap, threshold):
 
 
 def sample_coords(keypoints, model_hw, map_hw):
-    """Map model pixels to continuous map coordinates, upstream's way.
+    """
+    Map model pixels to continuous map coordinates, upstream's way.
 
     ``keypoints`` [N, 2] (x, y); ``model_hw`` = (mh, mw); ``map_hw`` = size of
     the sampled map. Returns float32 ``(u, v)``, pixel centres at integers.
@@ -152,7 +156,8 @@ def sample_bicubic(maps, keypoints, model_hw):
 
 
 def keypoint_scores(heatmap, reliability, keypoints):
-    """Score = nearest(heatmap) x bilinear(reliability); a keypoint at (0, 0) scores -1.
+    """
+    Score = nearest(heatmap) x bilinear(reliability); a keypoint at (0, 0) scores -1.
 
     ``heatmap`` [mh, mw], ``reliability`` [h, w], ``keypoints`` int [N, 2] -> float32 [N].
     """
@@ -164,7 +169,8 @@ def keypoint_scores(heatmap, reliability, keypoints):
 
 
 def top_k_keypoints(keypoints, scores, k):
-    """Keep the ``k`` best keypoints by descending score, then drop scores <= 0.
+    """
+    Keep the ``k`` best keypoints by descending score, then drop scores <= 0.
 
     Equal scores keep their input (row-major) order. Returns (keypoints, scores).
     """
@@ -181,7 +187,8 @@ def sample_descriptors(feats, keypoints, model_hw):
 
 
 def detect(feats, logits, reliability, top_k=4096, threshold=0.05):
-    """Full sparse detection in model space.
+    """
+    Full sparse detection in model space.
 
     Returns ``(keypoints float32 [N, 2] model pixels, scores float32 [N],
     descriptors float32 [N, 64])``, sorted by descending score, N <= top_k.

@@ -10,7 +10,8 @@ MODEL_STRIDE = 32
 
 
 def model_size(height, width):
-    """Return the network input size ``(mh, mw)`` for an ``height x width`` image.
+    """
+    Return the network input size ``(mh, mw)`` for an ``height x width`` image.
 
     Both sides are floored to a multiple of 32; an image smaller than 32 pixels
     on a side has no valid model size and raises :class:`ImageTooSmallError`.
@@ -22,7 +23,8 @@ def model_size(height, width):
 
 
 def _linear_taps(in_size, out_size):
-    """Source indices and weights of a 1-D half-pixel linear resize.
+    """
+    Source indices and weights of a 1-D half-pixel linear resize.
 
     PyTorch ``interpolate(mode='bilinear', align_corners=False)`` semantics:
     ``src = (dst + 0.5) * in / out - 0.5`` clamped at 0, neighbour clamped at
@@ -51,7 +53,8 @@ def resize_bilinear(image, out_height, out_width):
 
 
 def to_model_space(grey):
-    """Resize a grey [H, W] float32 image to model size.
+    """
+    Resize a grey [H, W] float32 image to model size.
 
     Returns ``(model_image [mh, mw] float32, (rh, rw))`` where ``rh = H / mh``
     and ``rw = W / mw`` scale model pixels back to original pixels.

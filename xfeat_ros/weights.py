@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Find, download, verify and load XFeat backbone weights (upstream key names).
+r"""
+Find, download, verify and load XFeat backbone weights (upstream key names).
 
 Lookup order (:func:`resolve_weights`): an explicit path -> the
 ``XFEAT_ROS_WEIGHTS`` environment variable -> the user cache directory ->
@@ -77,7 +78,7 @@ def cache_dir():
 
 
 def git_blob_id(data):
-    """Git's content address of a file: SHA-1 of ``b'blob <len>\\0' + data``."""
+    r"""Git's content address of a file: SHA-1 of ``b'blob <len>\\0' + data``."""
     digest = hashlib.sha1(usedforsecurity=False)
     digest.update(b'blob %d\0' % len(data))
     digest.update(data)
@@ -160,7 +161,8 @@ def _load_npz(path):
 
 
 def load_weights(path):
-    """Load a backbone state dict as ``{name: float32 ndarray}`` and check it.
+    """
+    Load a backbone state dict as ``{name: float32 ndarray}`` and check it.
 
     Accepts upstream's full ``xfeat.pt`` (with ``fine_matcher.*``), a
     backbone-only state dict, or an ``.npz`` with the same keys.
