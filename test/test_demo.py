@@ -1,0 +1,49 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The demo end to end (short), and the pure parts of its synthetic sequence."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from xfeat_ros.demo import camera_path, match_errors, synthetic_sequence
+
+
+def test_camera_path_and_errors():
+    poses = camera_path(5)
+    assert len(poses) == 5 and all(p.shape == (3, 3) for p in poses)
+    pts = np.array([[100.0, 100.0], [300.0, 200.0]])
+    h01 = poses[1] @ np.linalg.inv(poses[0])
+    moved = np.c_[pts, np.ones(2)] @ h01.T
+    moved = moved[:, :2] / moved[:, 2:]
+    np.testing.assert_allclose(match_errors(pts, moved, poses[0], poses[1]), 0, atol=1e-9)
+    assert match_errors(pts, moved + [3.0, 4.0], poses[0], poses[1]) == pytest.approx([5, 5])
+
+
+def test_synthetic_frames_are_real_photos():
+    frames, poses = synthetic_sequence(3)
+    assert len(frames) == 3 and frames[0].shape == (480, 640, 3)
+    assert frames[0].dtype == np.uint8 and frames[0].std() > 30  # textured, not blank
+    import cv2
+    for pose in poses:  # the photo covers every frame: no border shows
+        covered = cv2.warpPerspective(np.ones((512, 512), np.uint8), pose, (640, 480))
+        assert covered.all()
+
+
+@pytest.mark.ros
+def test_demo_runs(weights_npz, tmp_path):
+    out = tmp_path / 'demo'
+    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.demo', '--frames', '6',
+                             '--rate', '5', '--output', str(out), '--weights', str(weights_npz)],
+                            capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / 'summary.json').read_text())
+    assert summary['keypoints_msgs'] == 6 and summary['matches_msgs'] == 5
+    assert summary['mean_keypoints'] > 1000 and summary['mean_matches'] > 500
+    assert summary['matches_within_3px'] > 0.7
+    assert summary['match_error_median_px'] < 2.0
+    assert (out / 'matches.png').stat().st_size > 10000
