@@ -22,7 +22,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 
 def time_loop(step, frames, repeat):

@@ -8,8 +8,8 @@ tolerance is float32 rounding (a few ulp of 1.0).
 """
 
 import array
-from types import SimpleNamespace
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import pytest

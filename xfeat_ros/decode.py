@@ -67,6 +67,8 @@ def validate_layout(encoding, height, width, step, nbytes):
     for name, value in (('height', height), ('width', width), ('step', step)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
             raise ImageLayoutError(f'{name} must be an integer, got {value!r}')
+    # Python ints: no wrap-around of step * height for numpy uint32 header fields.
+    height, width, step = int(height), int(width), int(step)
     if height <= 0 or width <= 0:
         raise ImageLayoutError(f'empty image: {width}x{height}')
     row_bytes = width * info.pixel_bytes

@@ -86,8 +86,10 @@ def sample_coords(keypoints, model_hw, map_hw):
     pos = keypoints.astype(np.float32)
     gx = np.float32(2.0) * (pos[:, 0] / np.float32(mw - 1)) - np.float32(1.0)
     gy = np.float32(2.0) * (pos[:, 1] / np.float32(mh - 1)) - np.float32(1.0)
-    u = ((gx + np.float32(1.0)) * np.float32(wm) - np.float32(1.0)) / np.float32(2.0)
-    v = ((gy + np.float32(1.0)) * np.float32(hm) - np.float32(1.0)) / np.float32(2.0)
+    # grid_sample un-normalises with one fused multiply-add (a single rounding):
+    # u = g * Wm / 2 + (Wm - 1) / 2, exact in float64, then rounded to float32.
+    u = (gx.astype(np.float64) * (wm / 2.0) + (wm - 1) / 2.0).astype(np.float32)
+    v = (gy.astype(np.float64) * (hm / 2.0) + (hm - 1) / 2.0).astype(np.float32)
     return u, v
 
 

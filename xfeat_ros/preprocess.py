@@ -30,9 +30,10 @@ def _linear_taps(in_size, out_size):
     ``src = (dst + 0.5) * in / out - 0.5`` clamped at 0, neighbour clamped at
     the last index. Returns ``(i0, i1, w1)`` with float32 weights.
     """
-    scale = np.float32(in_size / out_size)
-    dst = np.arange(out_size, dtype=np.float32)
-    src = np.maximum(scale * (dst + np.float32(0.5)) - np.float32(0.5), np.float32(0.0))
+    scale = np.float64(np.float32(in_size / out_size))
+    dst = np.arange(out_size, dtype=np.float64)
+    # One rounding, like PyTorch's fused multiply-add: scale * (dst + 0.5) - 0.5.
+    src = np.maximum((scale * (dst + 0.5) - 0.5).astype(np.float32), np.float32(0.0))
     i0 = np.floor(src).astype(np.int64)
     i0 = np.minimum(i0, in_size - 1)
     i1 = np.minimum(i0 + 1, in_size - 1)

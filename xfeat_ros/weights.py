@@ -22,6 +22,8 @@ from pathlib import Path
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -156,7 +158,7 @@ def _load_npz(path):
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         raise WeightsError(f'cannot read NumPy weights {path}: {exc}') from exc
 
 

@@ -1,0 +1,157 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Load the CUDA kernels of ``kernels/*.cu`` through CuPy (NVRTC at run time).
+
+Every ``.cu`` file has one memoized loader here. A loader prepends a
+``#define`` preamble (the macros named in the file's header comment) and
+compiles with fixed options, so the source compiled on the GPU is exactly the
+source :func:`variants` hands to the NVRTC compile test on CI.
+
+Kernel files are found, in order, in ``$XFEAT_ROS_KERNELS``, the installed
+share directory (``share/xfeat_ros/kernels``, through ament_index when it is
+importable, else under ``sys.prefix``), and the repository's ``kernels/``.
+
+This module imports CuPy only inside the loaders, so it can be imported (and
+its sources compiled by the CI test) on machines without a GPU.
+"""
+
+from dataclasses import dataclass, field
+import functools
+import os
+from pathlib import Path
+import sys
+
+from xfeat_ros.errors import BackendError
+from xfeat_ros.pipeline import DESCRIPTOR_SIZE
+from xfeat_ros.postprocess import CELL, NMS_RADIUS
+
+PACKAGE = 'xfeat_ros'
+ENV_VAR = 'XFEAT_ROS_KERNELS'
+MATCH_WIDTHS = (64, 128)
+# Entry points of every kernel file (each file's header comment names them too).
+ENTRY_POINTS = {
+    'preprocess.cu': ('decode_resize',),
+    'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
+                  'gather_selected', 'rank_sorted'),
+    'describe.cu': ('normalize_feats', 'describe'),
+    'match.cu': ('mnn_best', 'mnn_collect'),
+}
+BASE_OPTIONS = ('--std=c++17',)
+# Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
+EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
+
+
+@dataclass(frozen=True)
+class KernelVariant:
+    """One compiled form of a kernel file: its macros and NVRTC options."""
+
+    filename: str
+    defines: tuple = field(default_factory=tuple)
+    options: tuple = BASE_OPTIONS
+
+    def source(self):
+        """Full source text: ``#define`` preamble + the file's contents."""
+        return preamble(self.defines) + read_kernel(self.filename)
+
+
+def preamble(defines):
+    """``#define NAME VALUE`` lines for a tuple of ``(name, value)`` pairs."""
+    return ''.join(f'#define {name} {value}\n' for name, value in defines) + '#line 1\n'
+
+
+def _candidate_dirs():
+    env = os.environ.get(ENV_VAR)
+    if env:
+        yield Path(env)
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        from ament_index_python.packages import PackageNotFoundError
+    except ImportError:
+        get_package_share_directory = None
+    if get_package_share_directory is not None:
+        try:
+            yield Path(get_package_share_directory(PACKAGE)) / 'kernels'
+        except (PackageNotFoundError, ValueError, KeyError):
+            pass
+    yield Path(sys.prefix) / 'share' / PACKAGE / 'kernels'
+    yield Path(__file__).resolve().parents[2] / 'kernels'
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_dir():
+    """Directory that holds ``preprocess.cu`` and the other kernel files."""
+    tried = []
+    for folder in _candidate_dirs():
+        if (folder / 'preprocess.cu').is_file():
+            return folder
+        tried.append(str(folder))
+    raise BackendError(f'CUDA kernel sources not found (looked in {", ".join(tried)})')
+
+
+def read_kernel(filename):
+    """Text of one kernel file."""
+    return (kernel_dir() / filename).read_text()
+
+
+def preprocess_variant():
+    """Decode + resize (no macros)."""
+    return KernelVariant('preprocess.cu', (), EXACT_OPTIONS)
+
+
+def detect_variant():
+    """Heatmap, NMS, scores and top-K."""
+    return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS)),
+                         EXACT_OPTIONS)
+
+
+def describe_variant(desc_dim=DESCRIPTOR_SIZE):
+    """Feature normalisation and bicubic descriptor sampling."""
+    return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),), EXACT_OPTIONS)
+
+
+def match_variant(desc_dim):
+    """Mutual-NN matcher for one descriptor width (64 or 128)."""
+    if desc_dim not in MATCH_WIDTHS:
+        raise ValueError(f'no matcher for width {desc_dim} (built: {MATCH_WIDTHS})')
+    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),), BASE_OPTIONS)
+
+
+def variants():
+    """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
+    return ([preprocess_variant(), detect_variant(), describe_variant()]
+            + [match_variant(width) for width in MATCH_WIDTHS])
+
+
+def _raw_module(variant, device_id):
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendError('cupy is not installed') from exc
+    with cupy.cuda.Device(device_id):
+        module = cupy.RawModule(code=variant.source(), options=variant.options)
+        module.compile()
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def preprocess_module(device_id=0):
+    """Compiled ``preprocess.cu`` on a device (memoized)."""
+    return _raw_module(preprocess_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def detect_module(device_id=0):
+    """Compiled ``detect.cu`` on a device (memoized)."""
+    return _raw_module(detect_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def describe_module(device_id=0, desc_dim=DESCRIPTOR_SIZE):
+    """Compiled ``describe.cu`` for ``desc_dim`` channels on a device (memoized)."""
+    return _raw_module(describe_variant(desc_dim), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def match_module(desc_dim, device_id=0):
+    """Compiled ``match.cu`` for one descriptor width on a device (memoized)."""
+    return _raw_module(match_variant(desc_dim), device_id)
