@@ -23,7 +23,6 @@ import sys
 import time
 
 
-
 def time_loop(step, frames, repeat):
     """Call ``step(i, frame)`` over the frames ``repeat`` times; return per-frame seconds."""
     step(0, frames[0])  # warm-up (session creation, first allocations)

@@ -29,16 +29,24 @@ NAMESPACE = 'launch_test'
 
 
 @launch_pytest.fixture
-def xfeat_launch(weights_npz):
+def xfeat_launch(weights_npz, tmp_path_factory):
     """Include the package's launch file as a user would call it."""
+    import yaml
     os.environ['XFEAT_ROS_WEIGHTS'] = str(weights_npz)  # the node inherits it
+    # The shipped params, with a reliable input: a best-effort subscription loses
+    # most 640x480 RGB frames here (FastDDS falls back from shared memory to UDP
+    # fragments above 512 KiB, and best effort does not repair them).
+    params = yaml.safe_load((REPO / 'config' / 'xfeat.yaml').read_text())
+    params['/**/xfeat']['ros__parameters']['input_qos_reliability'] = 'reliable'
+    params_file = tmp_path_factory.mktemp('launch') / 'xfeat.yaml'
+    params_file.write_text(yaml.safe_dump(params))
     launch_file = REPO / 'launch' / 'xfeat.launch.py'
     return LaunchDescription([
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(str(launch_file)),
             launch_arguments={'image': IMAGE_TOPIC, 'namespace': NAMESPACE,
                               'backend': 'onnxruntime',
-                              'params_file': str(REPO / 'config' / 'xfeat.yaml')}.items()),
+                              'params_file': str(params_file)}.items()),
         launch_pytest.actions.ReadyToTest(),
     ])
 

@@ -86,8 +86,10 @@ PARAMETERS = {
     'queue_size': _int('frames queued per camera before the oldest is dropped (counted)',
                        10, 1, 1000),
     'input_qos_depth': _int('history depth of the image subscriptions', 5, 1, 1000),
-    'input_qos_reliability': _str('image subscription reliability', 'best_effort',
-                                  tuple(RELIABILITY)),
+    'input_qos_reliability': _str(
+        'image subscription reliability; auto starts reliable (no silent transport losses) '
+        'and switches a camera to best effort when a best-effort publisher appears',
+        'auto', ('auto',) + tuple(RELIABILITY)),
     'output_qos_depth': _int('history depth of the keypoints/matches publishers', 10, 1, 1000),
     'output_qos_reliability': _str('keypoints/matches publisher reliability', 'reliable',
                                    tuple(RELIABILITY)),
@@ -146,6 +148,10 @@ class CameraState:
     previous: Frame = None        # the last published frame
     counts: Counter = field(default_factory=Counter)
     last_log: dict = field(default_factory=dict)   # reason -> monotonic time of last log
+    sequences: dict = field(default_factory=dict)  # publisher gid -> last sequence number
+    subscription: object = None
+    reliability: str = 'reliable'  # of the current subscription
+    switch_pending: bool = False
 
 
 def create_engine(backend, weights, gpu, num_threads, top_k, threshold, min_cossim, logger):
@@ -202,13 +208,16 @@ class XFeatNode(Node):
         self.worker.start()
 
     # -- wiring -------------------------------------------------------------
-    def _qos(self, prefix):
+    def _qos(self, prefix, reliability=None):
+        reliability = reliability or self.params[f'{prefix}_reliability']
+        if reliability == 'auto':
+            reliability = 'reliable'
         return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.params[f'{prefix}_depth'],
-                          reliability=RELIABILITY[self.params[f'{prefix}_reliability']])
+                          reliability=RELIABILITY[reliability])
 
     def _wire_cameras(self):
         keypoints_type, matches_type = message_types()
-        in_qos, out_qos = self._qos('input_qos'), self._qos('output_qos')
+        out_qos = self._qos('output_qos')
         for name in self.params['cameras']:
             state = CameraState(name, topic(name, 'image'),
                                 deque(maxlen=self.params['queue_size']))
@@ -216,18 +225,41 @@ class XFeatNode(Node):
                                                         out_qos)
             state.matches_pub = self.create_publisher(matches_type, topic(name, 'matches'),
                                                       out_qos)
-            events = SubscriptionEventCallbacks(
-                incompatible_qos=lambda event, s=state: self._on_incompatible_qos(s, event))
-            self.create_subscription(Image, state.image_topic,
-                                     lambda msg, s=state: self._on_image(s, msg), in_qos,
-                                     event_callbacks=events)
+            self._subscribe(state, self.params['input_qos_reliability'])
             self.cameras[name] = state
 
+    def _subscribe(self, state, reliability):
+        events = SubscriptionEventCallbacks(
+            incompatible_qos=lambda event, s=state: self._on_incompatible_qos(s, event))
+        state.subscription = self.create_subscription(
+            Image, state.image_topic, lambda msg, info, s=state: self._on_image(s, msg, info),
+            self._qos('input_qos', reliability), event_callbacks=events)
+        state.reliability = 'reliable' if reliability == 'auto' else reliability
+
     def _on_incompatible_qos(self, state, event):
+        """Adapt (auto) or warn when a publisher's QoS does not match the subscription."""
+        auto = self.params['input_qos_reliability'] == 'auto'
+        if auto and state.reliability == 'reliable' and not state.switch_pending:
+            # Re-create the subscription outside this event's own callback.
+            state.switch_pending = True
+            self.get_logger().warn(
+                f'{state.image_topic}: a best-effort publisher appeared; input_qos_reliability '
+                'is auto, so this camera now subscribes best effort (large images can then be '
+                'lost in transport: every detected loss is counted)')
+            timer = None
+
+            def switch():
+                timer.cancel()
+                self.destroy_timer(timer)
+                self.destroy_subscription(state.subscription)
+                self._subscribe(state, 'best_effort')
+                state.switch_pending = False
+            timer = self.create_timer(0.0, switch)
+            return
         self.get_logger().warn(
             f'{state.image_topic}: a publisher has QoS this subscription cannot hear '
             f'(policy {event.last_policy_kind}); set input_qos_reliability to match it',
-            once=True)
+            throttle_duration_sec=30.0)
 
     # -- parameters ---------------------------------------------------------
     def _on_set_parameters(self, parameters):
@@ -250,7 +282,32 @@ class XFeatNode(Node):
         return SetParametersResult(successful=True)
 
     # -- input --------------------------------------------------------------
-    def _on_image(self, state, msg):
+    def _count_gap(self, state, info):
+        """Count images a publisher sent that never reached this callback.
+
+        Publication sequence numbers are consecutive per publisher; a gap means
+        the middleware dropped images (best-effort transport losses, or the
+        subscription history overflowing) before the node could see them.
+        """
+        sequence = info.get('publication_sequence_number') if info else None
+        gid = info.get('publisher_gid') if info else None
+        if not sequence or gid is None:
+            return
+        key = bytes(gid.get('data', b'')) if isinstance(gid, dict) else bytes(gid)
+        last = state.sequences.get(key)
+        state.sequences[key] = sequence
+        if last is not None and sequence > last + 1:
+            lost = sequence - last - 1
+            state.counts['lost_before_node'] += lost
+            self.get_logger().warn(
+                f'{state.image_topic}: {lost} image(s) lost in the middleware before the node '
+                f'({state.counts["lost_before_node"]} so far). With a reliable camera '
+                'publisher set input_qos_reliability to reliable; with best effort, large '
+                'images need bigger socket buffers (net.core.rmem_default)',
+                throttle_duration_sec=5.0)
+
+    def _on_image(self, state, msg, info=None):
+        self._count_gap(state, info)
         try:
             validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
             model_size(msg.height, msg.width)
