@@ -95,7 +95,11 @@ class Client:
             return all(pub.get_subscription_count() > 0 for pub in self.publishers.values()) \
                 and all(self.node.count_publishers('/' + topic(cam, 'keypoints')) > 0
                         for cam in self.publishers)
-        return self.spin_until(ready, timeout, process)
+        if not self.spin_until(ready, timeout, process):
+            return False
+        # Counted readers may not be matched on the writers' side yet: settle.
+        self.spin_until(lambda: False, 0.5)
+        return True
 
     def publish(self, camera, msg):
         """Publish one image on a camera and spin briefly."""

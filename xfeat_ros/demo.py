@@ -113,6 +113,9 @@ def run_node_and_play(frames, stamps, args, log_path):
             if node_process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f'xfeat_node did not start; see {log_path}')
             rclpy.spin_once(node, timeout_sec=0.1)
+        settle = time.monotonic() + 0.5  # let the writer match the reader it counted
+        while time.monotonic() < settle:
+            rclpy.spin_once(node, timeout_sec=0.1)
         start = time.monotonic()
         for i, (frame, encoding) in enumerate(frames):
             due = start + i / args.rate

@@ -24,6 +24,7 @@ from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
+SETTLE_S = 0.5
 
 
 def convert(pixels, encoding, target):
@@ -66,6 +67,10 @@ def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id=
     deadline = time.monotonic() + wait_subscribers
     while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
+    if publisher.get_subscription_count():
+        # A reader counted here may not be matched on the writer's side yet; a
+        # first message sent at once can miss it.
+        time.sleep(SETTLE_S)
     messages = []
     for stamp, pixels, encoding in frames:
         messages.append((stamp, image_msg(pixels, encoding, None, frame_id)))
