@@ -57,6 +57,7 @@ REQUIREMENTS=(
   onnx
   onnxruntime
   'torch==2.13.0'
+  'nvidia-cuda-nvrtc==13.*'
   opencv-python-headless
   scikit-image
   pytest

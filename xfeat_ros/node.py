@@ -283,7 +283,8 @@ class XFeatNode(Node):
 
     # -- input --------------------------------------------------------------
     def _count_gap(self, state, info):
-        """Count images a publisher sent that never reached this callback.
+        """
+        Count images a publisher sent that never reached this callback.
 
         Publication sequence numbers are consecutive per publisher; a gap means
         the middleware dropped images (best-effort transport losses, or the

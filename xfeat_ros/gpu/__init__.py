@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The GPU path of xfeat_ros: CuPy/NVRTC kernels and GPU backbones.
+"""
+The GPU path of xfeat_ros: CuPy/NVRTC kernels and GPU backbones.
 
 * :mod:`xfeat_ros.gpu.kernels` - one memoized loader per ``kernels/*.cu``;
 * :mod:`xfeat_ros.gpu.ops` - launch wrappers (decode + resize, heatmap / NMS /

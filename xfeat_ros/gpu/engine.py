@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The GPU frame engine: same contract as :class:`xfeat_ros.engine.CpuEngine`.
+"""
+The GPU frame engine: same contract as :class:`xfeat_ros.engine.CpuEngine`.
 
 Everything of a frame runs on the device, on one CUDA stream, with no
 synchronization inside ``submit``/``submit_match``::
@@ -24,6 +25,7 @@ staging and raw buffers grow only, slots grow when ``top_k`` grows.
 """
 
 from collections import OrderedDict
+import itertools
 import logging
 
 import numpy as np
@@ -41,6 +43,8 @@ LOG = logging.getLogger(__name__)
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 AUTO_ORDER = ('tensorrt', 'pytorch')
 MAX_WORKSPACES = 4
+MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
+_TOKENS = itertools.count()
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
 
 
@@ -83,7 +87,8 @@ def copy_async(dst_ptr, src_ptr, nbytes, kind, stream):
 
 
 class GpuSlot:
-    """Results of one in-flight frame, resident on the device until requested.
+    """
+    Results of one in-flight frame, resident on the device until requested.
 
     ``keypoints`` float32 [capacity, 2] (original pixels), ``scores`` float32
     [capacity], ``descriptors`` float32 [capacity, 64], ``count`` int32 [1],
@@ -98,6 +103,7 @@ class GpuSlot:
     def allocate(self, capacity, desc_dim=DESCRIPTOR_SIZE):
         """(Re)allocate every buffer; attributes set by the caller are kept."""
         cupy = _cupy()
+        self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
         self.capacity = max(int(capacity), 0)
         self.desc_dim = int(desc_dim)
         self.keypoints = cupy.empty((self.capacity, 2), dtype=cupy.float32)
@@ -146,6 +152,7 @@ class Workspace:
         self.reliability = cupy.empty((1, 1, h, w), dtype=cupy.float32)
         self.feats_hwc = cupy.empty((h, w, desc_dim), dtype=cupy.float32)
         self.detect = ops.alloc_detect_buffers(mh, mw, capacity)
+        self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
 
     @property
     def outputs(self):
@@ -157,8 +164,15 @@ class GpuEngine:
     """Frame engine on one CUDA device (see the module docstring)."""
 
     def __init__(self, backbone, gpu=0, top_k=4096, threshold=0.05, min_cossim=0.82,
-                 profile=False):
-        """Wrap a GPU backbone; compiles the kernels now so errors surface here."""
+                 profile=False, graphs=True):
+        """
+        Wrap a GPU backbone; compiles the kernels now so errors surface here.
+
+        ``graphs=True`` captures the post-backbone launches of a (workspace,
+        slot, settings) combination once as a CUDA graph and replays it, which
+        cuts the host's launch cost per frame; ``profile=True`` records CUDA
+        events between stages (and launches directly).
+        """
         cupy = _cupy()
         self.cupy = cupy
         self.gpu = int(gpu)
@@ -170,18 +184,23 @@ class GpuEngine:
         self.threshold = float(threshold)
         self.min_cossim = float(min_cossim)
         self.profile = bool(profile)
+        self.graphs = bool(graphs)
+        self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
         self._raw = None
         self._scratch = ops.MatchScratch()
+        from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
             try:
-                kernels.preprocess_module(self.gpu)
-                kernels.detect_module(self.gpu)
-                kernels.describe_module(self.gpu, self.desc_dim)
-                kernels.match_module(self.desc_dim, self.gpu)
-            except (cupy.cuda.compiler.CompileException,
-                    cupy.cuda.runtime.CUDARuntimeError) as exc:
+                modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
+                           'detect.cu': kernels.detect_module(self.gpu),
+                           'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
+                           'match.cu': kernels.match_module(self.desc_dim, self.gpu)}
+                for filename, module in modules.items():  # look up outside any graph capture
+                    for entry in kernels.ENTRY_POINTS[filename]:
+                        ops.function(module, entry)
+            except (CompileException, cupy.cuda.runtime.CUDARuntimeError) as exc:
                 raise BackendError(f'CUDA kernels failed to compile or load: {exc}') from exc
 
     # -- settings and slots -------------------------------------------------------------------
@@ -219,6 +238,7 @@ class GpuEngine:
                 self.backbone.release(old.image)
         elif ws.detect.capacity < self.top_k:
             ws.detect = ops.alloc_detect_buffers(mh, mw, self.top_k)
+            ws.graphs.clear()
         self._workspaces.move_to_end((mh, mw))
         return ws
 
@@ -226,6 +246,60 @@ class GpuEngine:
         if self._raw is None or self._raw.size < nbytes:
             self._raw = self.cupy.empty(nbytes, dtype=self.cupy.uint8)
         return self._raw
+
+    def _launch(self, cache, key, enqueue):
+        """
+        Run ``enqueue()`` on the stream, through a cached CUDA graph when enabled.
+
+        The graph of ``key`` is captured on first use (nothing runs during the
+        capture) and launched; the key must name every buffer and argument the
+        launches bake in.
+        """
+        if not self.graphs or self.profile:
+            enqueue()
+            return
+        graph = cache.get(key)
+        if graph is None:
+            self.stream.begin_capture()
+            try:
+                enqueue()
+            finally:
+                graph = self.stream.end_capture()
+            cache[key] = graph
+            while len(cache) > MAX_GRAPHS:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
+        graph.launch(self.stream)
+
+    def _detect_describe(self, ws, slot, k, height, width):
+        """Enqueue heatmap -> NMS -> top-K -> descriptors -> count copy for one frame."""
+        cupy = self.cupy
+        stream = self.stream
+        mh, mw = ws.model_hw
+        ops.heatmap_nms_score(ws.logits[0], ws.reliability[0, 0], self.threshold, ws.detect,
+                              stream)
+        ops.top_k(ws.detect, k, mw, width / mw, height / mh, slot.count, slot.keypoints,
+                  slot.scores, stream)
+        self._mark(slot, 'detect')
+        ops.normalize_feats(ws.feats[0], ws.feats_hwc, stream)
+        ops.sample_descriptors(ws.feats_hwc, (mh, mw), ws.detect.positions,
+                               ops.DeviceCount(slot.count, k), slot.descriptors, stream)
+        self._mark(slot, 'describe')
+        copy_async(slot.host_counts.ptr, slot.count.data.ptr, 4,
+                   cupy.cuda.runtime.memcpyDeviceToHost, stream)
+
+    def _match(self, previous, slot):
+        """Enqueue mutual-NN matching and the match-count copy."""
+        side0 = ops.DescriptorSet(previous.descriptors,
+                                  ops.DeviceCount(previous.count, previous.capacity),
+                                  previous.desc_dim)
+        side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
+                                  slot.desc_dim)
+        ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
+                            self.stream, width=self.desc_dim)
+        self._mark(slot, 'match')
+        copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
+                   self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
 
     def _mark(self, slot, name):
         if self.profile:
@@ -236,7 +310,8 @@ class GpuEngine:
     # -- the contract ---------------------------------------------------------------------------
 
     def submit(self, msg, slot):
-        """Enqueue decode -> backbone -> detect -> describe of ``msg`` into ``slot``.
+        """
+        Enqueue decode -> backbone -> detect -> describe of ``msg`` into ``slot``.
 
         Raises the typed :class:`xfeat_ros.errors.ImageError` family before
         anything is enqueued. Never synchronizes (except to reuse the slot's
@@ -267,17 +342,9 @@ class GpuEngine:
             self._mark(slot, 'decode')
             self.backbone.run(ws.image, ws.outputs, stream)
             self._mark(slot, 'backbone')
-            ops.heatmap_nms_score(ws.logits[0], ws.reliability[0, 0], self.threshold, ws.detect,
-                                  stream)
-            ops.top_k(ws.detect, k, mw, width / mw, height / mh, slot.count, slot.keypoints,
-                      slot.scores, stream)
-            self._mark(slot, 'detect')
-            ops.normalize_feats(ws.feats[0], ws.feats_hwc, stream)
-            ops.sample_descriptors(ws.feats_hwc, (mh, mw), ws.detect.positions,
-                                   ops.DeviceCount(slot.count, k), slot.descriptors, stream)
-            self._mark(slot, 'describe')
-            copy_async(slot.host_counts.ptr, slot.count.data.ptr, 4,
-                       cupy.cuda.runtime.memcpyDeviceToHost, stream)
+            key = (slot.token, k, self.threshold, int(height), int(width))
+            self._launch(ws.graphs, key,
+                         lambda: self._detect_describe(ws, slot, k, height, width))
             slot.done.record(stream)
         slot.submitted = True
         slot.matched = False
@@ -290,16 +357,10 @@ class GpuEngine:
         cupy = self.cupy
         stream = self.stream
         with cupy.cuda.Device(self.gpu), stream:
-            side0 = ops.DescriptorSet(previous.descriptors,
-                                      ops.DeviceCount(previous.count, previous.capacity),
-                                      previous.desc_dim)
-            side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
-                                      slot.desc_dim)
-            ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
-                                stream, width=self.desc_dim)
-            self._mark(slot, 'match')
-            copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                       cupy.cuda.runtime.memcpyDeviceToHost, stream)
+            best_row, best_col = self._scratch.ensure(previous.capacity, slot.capacity)
+            key = (previous.token, slot.token, self.min_cossim, best_row.data.ptr,
+                   best_col.data.ptr)
+            self._launch(self._match_graphs, key, lambda: self._match(previous, slot))
             slot.done.record(stream)
         slot.matched = True
 
@@ -341,7 +402,8 @@ def _check_device(gpu):
 
 
 def select_backend(backend, weights, gpu=0, options=None):
-    """Create the GPU backbone for ``backend`` ('auto': TensorRT, then PyTorch CUDA).
+    """
+    Create the GPU backbone for ``backend`` ('auto': TensorRT, then PyTorch CUDA).
 
     ``weights`` is a loaded weights dict; ``options`` maps a backend name to
     keyword arguments for its class. Raises :class:`BackendError` (with every
@@ -363,7 +425,8 @@ def select_backend(backend, weights, gpu=0, options=None):
 
 def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=4096, threshold=0.05,
                       min_cossim=0.82, options=None):
-    """Build a :class:`GpuEngine` for the node.
+    """
+    Build a :class:`GpuEngine` for the node.
 
     ``backend`` is one of :data:`ENGINE_BACKENDS`; ``weights`` a path ('' for
     the lookup of :func:`xfeat_ros.weights.resolve_weights`) or a loaded dict.

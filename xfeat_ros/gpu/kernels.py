@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Load the CUDA kernels of ``kernels/*.cu`` through CuPy (NVRTC at run time).
+"""
+Load the CUDA kernels of ``kernels/*.cu`` through CuPy (NVRTC at run time).
 
 Every ``.cu`` file has one memoized loader here. A loader prepends a
 ``#define`` preamble (the macros named in the file's header comment) and

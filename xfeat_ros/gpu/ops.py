@@ -1,6 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Small launch wrappers around the CUDA kernels (CuPy arrays, one stream, no sync).
+"""
+Small launch wrappers around the CUDA kernels (CuPy arrays, one stream, no sync).
 
 Every function enqueues work on the given ``cupy.cuda.Stream`` of the current
 CuPy device and returns at once; nothing here synchronizes or copies to the
@@ -28,6 +29,8 @@ GRID_STRIDE_BLOCKS = 264  # 2 per SM on an H200; grid-stride loops cover any cou
 SELECT_THREADS = 1024
 RANK_THREADS = 128
 DESCRIBE_WARPS = 8
+NORM_PIXELS = 32  # must equal describe.cu
+NORM_THREADS = 256  # must equal describe.cu
 MATCH_TILE = 64
 MATCH_THREADS = 256
 COLLECT_THREADS = 1024
@@ -47,6 +50,18 @@ def blocks(n, per_block):
 
 def _device_id():
     return _cupy().cuda.Device().id
+
+
+_FUNCTIONS = {}
+
+
+def function(module, name):
+    """Kernel ``name`` of a loaded module, looked up once (launch-path overhead)."""
+    key = (id(module), name)
+    kernel = _FUNCTIONS.get(key)
+    if kernel is None:
+        kernel = _FUNCTIONS[key] = module.get_function(name)
+    return kernel
 
 
 def memset_async(array, value, stream):
@@ -78,7 +93,8 @@ def count_args(count):
 # -- preprocess -----------------------------------------------------------------------------
 
 def decode_resize(raw, info, height, width, step, big_endian, out, stream):
-    """Decode raw image bytes and resize to model size.
+    """
+    Decode raw image bytes and resize to model size.
 
     ``raw`` uint8 device bytes (at least ``step * height``), ``info`` the
     :class:`xfeat_ros.decode.EncodingInfo` of the encoding, ``out`` float32
@@ -87,7 +103,7 @@ def decode_resize(raw, info, height, width, step, big_endian, out, stream):
     mh, mw = out.shape[-2:]
     colour = 1 if info.colour else 0
     offsets = info.colour if info.colour else (0, 0, 0)
-    kernel = kernels.preprocess_module(_device_id()).get_function('decode_resize')
+    kernel = function(kernels.preprocess_module(_device_id()), 'decode_resize')
     grid = (blocks(mw, BLOCK_2D[0]), blocks(mh, BLOCK_2D[1]))
     args = (raw, np.int32(height), np.int32(width), np.int32(step),
             np.int32(info.pixel_bytes), np.int32(info.bytes_per_channel == 2),
@@ -102,7 +118,8 @@ def decode_resize(raw, info, height, width, step, big_endian, out, stream):
 
 @dataclass
 class DetectBuffers:
-    """Device scratch of one model size (reused frame after frame, in stream order).
+    """
+    Device scratch of one model size (reused frame after frame, in stream order).
 
     ``heatmap`` float32 [mh, mw]; ``keys`` uint64 [mh * mw] candidate keys and
     ``count`` int32 [1]; ``hist`` uint32 [65536] radix histogram (kept zero
@@ -143,21 +160,22 @@ def alloc_detect_buffers(mh, mw, capacity):
 def heatmap(logits, out, stream):
     """Softmax over 65 logits + pixel shuffle: logits [65, h, w] -> ``out`` [8h, 8w]."""
     h, w = logits.shape[-2:]
-    kernel = kernels.detect_module(_device_id()).get_function('heatmap_softmax')
+    kernel = function(kernels.detect_module(_device_id()), 'heatmap_softmax')
     with stream:
         kernel((blocks(w, BLOCK_2D[0]), blocks(h, BLOCK_2D[1])), BLOCK_2D,
                (logits, np.int32(h), np.int32(w), out))
 
 
 def nms_score(reliability, threshold, bufs, stream):
-    """5x5 NMS on ``bufs.heatmap`` and scores; candidates (score > 0) to ``bufs.keys``.
+    """
+    5x5 NMS on ``bufs.heatmap`` and scores; candidates (score > 0) to ``bufs.keys``.
 
     ``reliability`` float32 [h, w] (any leading ones). Also fills the pass-0
     radix histogram. The candidate count is reset first.
     """
     mh, mw = bufs.heatmap.shape
     memset_async(bufs.count, 0, stream)
-    kernel = kernels.detect_module(_device_id()).get_function('nms_score')
+    kernel = function(kernels.detect_module(_device_id()), 'nms_score')
     with stream:
         kernel((blocks(mw, 32), blocks(mh, 8)), (32, 8),
                (bufs.heatmap, reliability, np.int32(mh), np.int32(mw), np.float32(threshold),
@@ -171,7 +189,8 @@ def heatmap_nms_score(logits, reliability, threshold, bufs, stream):
 
 
 def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stream):
-    """Exact top-``k`` of the candidates in ``bufs``, sorted by score, then position.
+    """
+    Exact top-``k`` of the candidates in ``bufs``, sorted by score, then position.
 
     Writes ``count_out`` int32 [1] (kept), ``keypoints`` float32 [>= k, 2] in
     original pixels (x * scale_w, y * scale_h), ``scores`` float32 [>= k] and
@@ -182,8 +201,8 @@ def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stre
         memset_async(count_out, 0, stream)
         return
     module = kernels.detect_module(_device_id())
-    select = module.get_function('radix_select')
-    hist = module.get_function('radix_hist')
+    select = function(module, 'radix_select')
+    hist = function(module, 'radix_hist')
     capacity = np.int32(bufs.keys.shape[0])
     with stream:
         for rpass in range(RADIX_PASSES):
@@ -194,11 +213,11 @@ def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stre
             select((1,), (SELECT_THREADS,),
                    (bufs.hist, bufs.count, capacity, np.int32(rpass), np.int32(k), bufs.sel64,
                     bufs.sel32))
-        module.get_function('gather_selected')(
+        function(module, 'gather_selected')(
             (GRID_STRIDE_BLOCKS,), (BLOCK_1D,),
             (bufs.keys, bufs.count, capacity, bufs.sel64, bufs.sel32, np.int32(k),
              bufs.selected))
-        module.get_function('rank_sorted')(
+        function(module, 'rank_sorted')(
             (blocks(k, RANK_THREADS),), (RANK_THREADS,),
             (bufs.selected, bufs.sel32, np.int32(k), np.int32(model_w), np.float32(scale_w),
              np.float32(scale_h), count_out, keypoints, scores, bufs.positions))
@@ -209,14 +228,15 @@ def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stre
 def normalize_feats(feats, feats_hwc, stream):
     """L2-normalise feats [C, h, w] over channels into channel-last ``feats_hwc`` [h, w, C]."""
     channels, h, w = feats.shape[-3:]
-    kernel = kernels.describe_module(_device_id(), channels).get_function('normalize_feats')
+    kernel = function(kernels.describe_module(_device_id(), channels), 'normalize_feats')
     with stream:
-        kernel((blocks(h * w, BLOCK_1D),), (BLOCK_1D,),
+        kernel((blocks(h * w, NORM_PIXELS),), (NORM_THREADS,),
                (feats, np.int32(h), np.int32(w), feats_hwc))
 
 
 def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
-    """Bicubic, L2-normalised descriptors at sorted keypoint positions.
+    """
+    Bicubic, L2-normalised descriptors at sorted keypoint positions.
 
     ``feats_hwc`` float32 [h, w, C] unit-length features, ``model_hw`` (mh, mw),
     ``positions`` int32 [>= n] model pixels ``y * mw + x``, ``count`` an int or
@@ -228,7 +248,7 @@ def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
     h, w, channels = feats_hwc.shape
     mh, mw = model_hw
     count_ptr, count_cap = count_args(count)
-    kernel = kernels.describe_module(_device_id(), channels).get_function('describe')
+    kernel = function(kernels.describe_module(_device_id(), channels), 'describe')
     with stream:
         kernel((blocks(bound, DESCRIBE_WARPS),), (32 * DESCRIBE_WARPS,),
                (feats_hwc, np.int32(h), np.int32(w), np.int32(mh), np.int32(mw), positions,
@@ -239,7 +259,8 @@ def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
 
 @dataclass(frozen=True)
 class DescriptorSet:
-    """Descriptors as ``(buffer, count, width)``: ``buffer`` float32 device, row-major.
+    """
+    Descriptors as ``(buffer, count, width)``: ``buffer`` float32 device, row-major.
 
     ``count`` is an int (host) or a :class:`DeviceCount`. The width cannot be
     recovered from a buffer whose capacity exceeds ``count * width``, so it is
@@ -293,7 +314,8 @@ class MatchScratch:
 
 
 def check_descriptor_set(side, width, label):
-    """Validate a :class:`DescriptorSet` for a ``width``-wide matcher; return its bound.
+    """
+    Validate a :class:`DescriptorSet` for a ``width``-wide matcher; return its bound.
 
     Raises :class:`DescriptorLayoutError` for a wrong width, a non-float32 or
     non-contiguous buffer, a negative count, or a buffer shorter than
@@ -323,7 +345,8 @@ def check_match_capacity(bound0, bound1, out):
 
 
 def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64):
-    """Mutual-NN matches of two :class:`DescriptorSet` into ``out`` (ordered by idx0).
+    """
+    Mutual-NN matches of two :class:`DescriptorSet` into ``out`` (ordered by idx0).
 
     ``min_cossim > 0`` also requires similarity strictly above it. A side with
     a host count of zero gives zero matches and launches no kernel. Raises
@@ -344,10 +367,10 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64):
     c1, b1 = count_args(side1.count)
     use_min = float(min_cossim) > 0
     with stream:
-        module.get_function('mnn_best')(
+        function(module, 'mnn_best')(
             (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE)), (MATCH_THREADS,),
             (side0.buffer, c0, b0, side1.buffer, c1, b1, best_row, best_col))
-        module.get_function('mnn_collect')(
+        function(module, 'mnn_collect')(
             (1,), (COLLECT_THREADS,),
             (best_row, best_col, c0, b0, c1, b1, np.float32(min_cossim), np.int32(use_min),
              out.idx0, out.idx1, out.similarity, out.count, np.int32(out.capacity)))

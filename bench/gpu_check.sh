@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# The one script run on the GPU machine (device tool) per call:
+#   1. installs carried wheels from .whl/ if there are any (into /tmp/site),
+#   2. runs the GPU test suite (pytest -m gpu) and the NVRTC compile test,
+#   3. runs the timing (bench/gpu_timing.py: ours at 1 and 8 frames in flight,
+#      upstream XFeat from .upstream/ side by side).
+# Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, carried).
+# Everything lands in $OUT: gpu.txt, pytest.log, junit_gpu.xml,
+# junit_compile.xml, gpu_parity.json, timing.log, timing.json.
+# Usage: bash bench/gpu_check.sh [tests|timing|all] [extra pytest args...]
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT="${OUT:-/tmp/xfeat_gpu_check}"
+mkdir -p "${OUT}"
+WHAT="${1:-all}"
+shift || true
+export PYTHONUNBUFFERED=1
+export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-${PWD}/.devshared}"
+export XFEAT_ROS_REPORT_DIR="${OUT}"
+
+if compgen -G '.whl/*.whl' > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 3
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:${PYTHONPATH}}"
+fi
+export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
+} 2>&1 | tee "${OUT}/gpu.txt"
+
+rc_tests=0
+rc_timing=0
+if [[ "${WHAT}" == tests || "${WHAT}" == all ]]; then
+  python3 -m pytest -m gpu test/test_gpu_kernels.py test/test_gpu_engine.py -q -rs \
+    -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
+  rc_tests=$?
+  python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \
+    --junitxml="${OUT}/junit_compile.xml" 2>&1 | tee -a "${OUT}/pytest.log"
+  rc_compile=$?
+  [[ ${rc_compile} -ne 0 ]] && rc_tests=${rc_compile}
+fi
+if [[ "${WHAT}" == timing || "${WHAT}" == all ]]; then
+  python3 bench/gpu_timing.py --shared "${XFEAT_ROS_SHARED}" --upstream .upstream \
+    --out "${OUT}/timing.json" ${TIMING_ARGS:-} 2>&1 | tee "${OUT}/timing.log"
+  rc_timing=$?
+fi
+echo "gpu_check: tests rc=${rc_tests} timing rc=${rc_timing}"
+exit $(( rc_tests != 0 ? rc_tests : rc_timing ))

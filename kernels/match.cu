@@ -1,0 +1,257 @@
+// Copyright 2026 xfeat_ros contributors
+// SPDX-License-Identifier: Apache-2.0
+//
+// match.cu: mutual nearest neighbours on cosine similarity, both directions.
+//
+// Entry points
+//   mnn_best(d0, count0, bound0, d1, count1, bound1, best_row, best_col)
+//       S = D0 . D1^T in 64 x 64 tiles (FP32 FMA, DESC_DIM streamed through
+//       shared memory in chunks of KCHUNK); per tile, the best column of each
+//       row and the best row of each column are folded into best_row[i] /
+//       best_col[j] with 64-bit atomicMax on packed keys
+//       (orderable float bits << 32 | 0xFFFFFFFF - index): highest similarity
+//       wins, ties go to the smaller index (NumPy argmax's first maximum).
+//       best_row / best_col must be zero before the launch.
+//       Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
+//       256-thread blocks; thread (ty, tx) = (tid / 16, tid % 16) computes rows
+//       ty + 16 p and columns tx + 16 q, p, q < 4; tiles past the counts return.
+//   mnn_collect(best_row, best_col, count0, bound0, count1, bound1, min_cossim,
+//               use_min, idx0, idx1, sim, match_count, capacity)
+//       i matches j = best_row[i] when best_col[j] == i and, if use_min, the
+//       similarity is strictly above min_cossim; written in increasing i
+//       (ordered compaction by block scan), count to match_count.
+//       Thread mapping: one block of 1024 threads looping over chunks of rows.
+//
+// Counts: count0 / count1 point to a device int (read on the device, clamped
+// to bound) or are null, in which case bound is the count itself. Descriptors
+// are row-major [count, DESC_DIM] float32 and unit length.
+//
+// Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
+// 128 for e.g. ALIKED); a matcher handles exactly that width.
+
+#ifndef DESC_DIM
+#error "DESC_DIM must be defined by the loader"
+#endif
+#if DESC_DIM % 32 != 0
+#error "DESC_DIM must be a multiple of 32"
+#endif
+
+#define TILE 64
+#define KCHUNK 32
+#define MATCH_THREADS 256
+#define COLLECT_THREADS 1024
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ unsigned int orderable(float f)
+{
+    const unsigned int u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float from_orderable(unsigned int o)
+{
+    return __uint_as_float((o & 0x80000000u) ? (o & 0x7FFFFFFFu) : ~o);
+}
+
+__device__ __forceinline__ u64 pack(float s, int idx)
+{
+    return ((u64)orderable(s) << 32) | (u64)(0xFFFFFFFFu - (unsigned int)idx);
+}
+
+__device__ __forceinline__ int unpack_index(u64 key)
+{
+    return (int)(0xFFFFFFFFu - (unsigned int)(key & 0xFFFFFFFFull));
+}
+
+__device__ __forceinline__ int resolve_count(const int* count, int bound)
+{
+    return count ? min(max(*count, 0), bound) : bound;
+}
+
+extern "C" __global__ void __launch_bounds__(MATCH_THREADS)
+mnn_best(const float* __restrict__ d0, const int* count0, int bound0,
+         const float* __restrict__ d1, const int* count1, int bound1,
+         u64* __restrict__ best_row, u64* __restrict__ best_col)
+{
+    const int n0 = resolve_count(count0, bound0);
+    const int n1 = resolve_count(count1, bound1);
+    const int i_base = blockIdx.y * TILE;
+    const int j_base = blockIdx.x * TILE;
+    if (i_base >= n0 || j_base >= n1) {
+        return;
+    }
+    __shared__ float As[KCHUNK][TILE + 1];
+    __shared__ float Bs[KCHUNK][TILE + 1];
+    __shared__ u64 row_best[TILE];
+    __shared__ u64 col_best[TILE];
+    const int tid = threadIdx.x;
+    const int tx = tid & 15;
+    const int ty = tid >> 4;
+    float acc[4][4];
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            acc[p][q] = 0.0f;
+        }
+    }
+    for (int k0 = 0; k0 < DESC_DIM; k0 += KCHUNK) {
+        for (int e = tid; e < TILE * KCHUNK; e += MATCH_THREADS) {
+            const int r = e / KCHUNK;
+            const int kk = e - r * KCHUNK;
+            const int gi = i_base + r;
+            const int gj = j_base + r;
+            As[kk][r] = gi < n0 ? d0[(long long)gi * DESC_DIM + k0 + kk] : 0.0f;
+            Bs[kk][r] = gj < n1 ? d1[(long long)gj * DESC_DIM + k0 + kk] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < KCHUNK; ++kk) {
+            float a[4];
+            float b[4];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                a[p] = As[kk][ty + 16 * p];
+                b[p] = Bs[kk][tx + 16 * p];
+            }
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    acc[p][q] = fmaf(a[p], b[q], acc[p][q]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (tid < TILE) {
+        row_best[tid] = 0ull;
+        col_best[tid] = 0ull;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        const int gi = i_base + ty + 16 * p;
+        if (gi < n0) {
+            u64 best = 0ull;
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int gj = j_base + tx + 16 * q;
+                if (gj < n1) {
+                    const u64 key = pack(acc[p][q], gj);
+                    best = key > best ? key : best;
+                }
+            }
+            atomicMax(&row_best[ty + 16 * p], best);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int gj = j_base + tx + 16 * q;
+        if (gj < n1) {
+            u64 best = 0ull;
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const int gi = i_base + ty + 16 * p;
+                if (gi < n0) {
+                    const u64 key = pack(acc[p][q], gi);
+                    best = key > best ? key : best;
+                }
+            }
+            atomicMax(&col_best[tx + 16 * q], best);
+        }
+    }
+    __syncthreads();
+    if (tid < TILE) {
+        if (i_base + tid < n0) {
+            atomicMax(&best_row[i_base + tid], row_best[tid]);
+        }
+    } else if (tid < 2 * TILE) {
+        const int l = tid - TILE;
+        if (j_base + l < n1) {
+            atomicMax(&best_col[j_base + l], col_best[l]);
+        }
+    }
+}
+
+__device__ unsigned int block_inclusive_scan(unsigned int v, unsigned int* warp_sums)
+{
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned int n = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) {
+            v += n;
+        }
+    }
+    if (lane == 31) {
+        warp_sums[warp] = v;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        unsigned int s = (lane < (int)(blockDim.x >> 5)) ? warp_sums[lane] : 0u;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned int n = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) {
+                s += n;
+            }
+        }
+        warp_sums[lane] = s;
+    }
+    __syncthreads();
+    if (warp > 0) {
+        v += warp_sums[warp - 1];
+    }
+    __syncthreads();
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(COLLECT_THREADS)
+mnn_collect(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
+            const int* count0, int bound0, const int* count1, int bound1, float min_cossim,
+            int use_min, int* __restrict__ idx0, int* __restrict__ idx1,
+            float* __restrict__ sim, int* __restrict__ match_count, int capacity)
+{
+    __shared__ unsigned int warp_sums[32];
+    __shared__ int s_base;
+    const int n0 = resolve_count(count0, bound0);
+    const int n1 = resolve_count(count1, bound1);
+    if (threadIdx.x == 0) {
+        s_base = 0;
+    }
+    __syncthreads();
+    for (int start = 0; start < n0; start += COLLECT_THREADS) {
+        const int i = start + threadIdx.x;
+        unsigned int flag = 0u;
+        int j = 0;
+        float s = 0.0f;
+        if (i < n0) {
+            const u64 key = best_row[i];
+            if (key != 0ull) {
+                j = unpack_index(key);
+                s = from_orderable((unsigned int)(key >> 32));
+                if (j < n1 && unpack_index(best_col[j]) == i && (!use_min || s > min_cossim)) {
+                    flag = 1u;
+                }
+            }
+        }
+        const unsigned int incl = block_inclusive_scan(flag, warp_sums);
+        const int out = s_base + (int)(incl - flag);
+        if (flag && out < capacity) {
+            idx0[out] = i;
+            idx1[out] = j;
+            sim[out] = s;
+        }
+        __syncthreads();
+        if (threadIdx.x == COLLECT_THREADS - 1) {
+            s_base += (int)incl;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        *match_count = min(s_base, capacity);
+    }
+}

@@ -1,0 +1,417 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+The GPU engine end to end: golden parity, frames in flight, typed errors, sizes.
+
+GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason) where
+CuPy or a CUDA device is missing. Parity uses test/golden_util.py with the
+thresholds of test_parity.py. When ``XFEAT_ROS_REPORT_DIR`` is set, the
+parity numbers are also written there as ``gpu_parity.json``.
+
+Host-only tests at the end (TensorRT output binding by shape, backend
+selection errors, message bytes) run on CI too.
+"""
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
+import numpy as np
+import pytest
+from xfeat_ros.decode import ENCODINGS
+from xfeat_ros.errors import (BackendError, ImageLayoutError, ImageTooSmallError,
+                              UnsupportedEncodingError)
+from xfeat_ros.gpu import unavailable_reason
+from xfeat_ros.gpu.backbone import bind_by_shape, expected_output_shapes
+from xfeat_ros.gpu.engine import message_bytes
+from xfeat_ros.image_files import read_grey, read_image
+from xfeat_ros.match import mutual_nn_match
+
+REASON = unavailable_reason()
+needs_gpu = pytest.mark.skipif(REASON is not None,
+                               reason=f'needs CuPy and a CUDA device: {REASON}')
+
+FOUND_MIN = 0.99
+COSINE_MIN = 0.999
+SCORE_REL_MAX = 1e-4
+MATCH_AGREE_MIN = 0.98
+REPORT = {}
+
+
+def image_msg(pixels, encoding, bigendian=False, pad=0):
+    """Build a sensor_msgs/Image-like object from pixels [H, W, C] (uint8 or uint16)."""
+    height, width = pixels.shape[:2]
+    stored = pixels.astype('>u2' if bigendian else '<u2') if pixels.dtype == np.uint16 else pixels
+    rows = np.ascontiguousarray(stored).reshape(height, -1).view(np.uint8)
+    if pad:
+        rows = np.concatenate([rows, np.full((height, pad), 0xAB, np.uint8)], axis=1)
+    return SimpleNamespace(data=rows.tobytes(), encoding=encoding, height=height, width=width,
+                           step=rows.shape[1], is_bigendian=int(bigendian))
+
+
+def golden_msg(shared_dir, stem):
+    """Message of one golden image, as read from disk (rgb8 or mono8)."""
+    pixels, encoding = read_image(shared_dir / 'data' / GOLDEN_IMAGES[stem])
+    return image_msg(pixels, encoding)
+
+
+def single(engine, msg):
+    """Features of one frame submitted alone (one slot, one sync)."""
+    slot = engine.alloc_slot()
+    engine.submit(msg, slot)
+    engine.synchronize()
+    return engine.features(slot)
+
+
+@pytest.fixture(scope='module')
+def engine(weights_npz):
+    """Build one PyTorch-backed GPU engine; module scope, so graphs are captured once."""
+    if REASON is not None:
+        pytest.skip(f'needs CuPy and a CUDA device: {REASON}')
+    from xfeat_ros.gpu.engine import create_gpu_engine
+    return create_gpu_engine('pytorch', str(weights_npz), 0, 4096, 0.05, 0.82)
+
+
+@pytest.fixture(scope='module')
+def golden(shared_dir):
+    """Golden arrays per image and per pair."""
+    out = {stem: dict(np.load(shared_dir / 'golden' / f'{stem}.npz')) for stem in GOLDEN_IMAGES}
+    for a, b in GOLDEN_PAIRS:
+        out[(a, b)] = dict(np.load(shared_dir / 'golden' / f'{a}__{b}.npz'))
+    return out
+
+
+@pytest.fixture(scope='module')
+def gpu_features(engine, shared_dir):
+    """GPU features of every golden image (each submitted on its own)."""
+    return {stem: single(engine, golden_msg(shared_dir, stem)) for stem in GOLDEN_IMAGES}
+
+
+@pytest.fixture(scope='module', autouse=True)
+def write_report():
+    """Write the collected parity numbers where XFEAT_ROS_REPORT_DIR says."""
+    yield
+    folder = os.environ.get('XFEAT_ROS_REPORT_DIR')
+    if folder and REPORT:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / 'gpu_parity.json').write_text(json.dumps(REPORT, indent=1))
+
+
+# -- golden parity --------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('stem', list(GOLDEN_IMAGES))
+def test_gpu_detection_parity(stem, gpu_features, golden):
+    f = gpu_features[stem]
+    g = golden[stem]
+    assert tuple(f.image_hw) == tuple(g['image_hw'])
+    p = parity(g, f.keypoints, f.scores, f.descriptors)
+    REPORT[stem] = {'found': p.found, 'min_cosine': p.min_cosine,
+                    'max_score_rel': p.max_score_rel, 'n_gpu': len(f),
+                    'n_golden': len(g['scores'])}
+    assert p.found >= FOUND_MIN, f'{stem}: only {p.found:.4f} of golden keypoints found'
+    assert p.min_cosine >= COSINE_MIN, f'{stem}: descriptor cosine {p.min_cosine}'
+    assert p.max_score_rel <= SCORE_REL_MAX, f'{stem}: score rel diff {p.max_score_rel}'
+    assert np.all(np.diff(f.scores) <= 0), 'scores must be sorted descending'
+    np.testing.assert_allclose(np.linalg.norm(f.descriptors, axis=1), 1.0, atol=1e-5)
+    assert f.keypoints.dtype == f.scores.dtype == f.descriptors.dtype == np.float32
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('pair', GOLDEN_PAIRS, ids=lambda p: f'{p[0]}__{p[1]}')
+@pytest.mark.parametrize('min_cossim,suffix', [(0.82, '082'), (-1.0, 'none')])
+def test_gpu_match_parity(pair, min_cossim, suffix, engine, shared_dir, golden):
+    a, b = pair
+    engine.configure(min_cossim=min_cossim)
+    try:
+        slot_a, slot_b = engine.alloc_slot(), engine.alloc_slot()
+        engine.submit(golden_msg(shared_dir, a), slot_a)
+        engine.submit(golden_msg(shared_dir, b), slot_b)
+        engine.submit_match(slot_a, slot_b)
+        engine.synchronize()
+        fa, fb, m = engine.features(slot_a), engine.features(slot_b), engine.matches(slot_b)
+    finally:
+        engine.configure(min_cossim=0.82)
+    map_a = parity(golden[a], fa.keypoints, fa.scores, fa.descriptors).mapping
+    map_b = parity(golden[b], fb.keypoints, fb.scores, fb.descriptors).mapping
+    agree = match_agreement(golden[pair], map_a, map_b, m.idx0, m.idx1, suffix)
+    REPORT[f'{a}__{b}_{suffix}'] = {'agreement': agree, 'n_gpu': len(m),
+                                    'n_golden': len(golden[pair][f'idx0_{suffix}'])}
+    assert agree >= MATCH_AGREE_MIN, f'{a}->{b}: {agree:.4f} of golden matches reproduced'
+    assert abs(len(m) - len(golden[pair][f'idx0_{suffix}'])) <= 0.02 * max(len(m), 1)
+    # the device matcher equals the CPU matcher on the same (GPU) descriptors
+    idx0, idx1, sim = mutual_nn_match(fa.descriptors, fb.descriptors, min_cossim)
+    cpu_pairs = set(zip(idx0.tolist(), idx1.tolist()))
+    same = len(cpu_pairs & set(zip(m.idx0.tolist(), m.idx1.tolist())))
+    assert same >= 0.999 * max(len(idx0), 1) and abs(len(idx0) - len(m)) <= 2
+    assert m.idx0.dtype == m.idx1.dtype == np.int64 and m.similarity.dtype == np.float32
+
+
+# -- frames in flight -----------------------------------------------------------------------------
+
+def flight_messages(shared_dir):
+    """Eight frames of mixed encodings and sizes (two pairs share a size for matching)."""
+    tum = [read_image(shared_dir / 'data' / GOLDEN_IMAGES[s])[0]
+           for s in list(GOLDEN_IMAGES)[3:7]]
+    euroc, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['cam0_1403715273262142976'])
+    graf, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
+    grey16 = (tum[2].mean(axis=2) * 257).astype(np.uint16)[:, :, None]
+    alpha = np.full(tum[3].shape[:2] + (1,), 255, np.uint8)
+    return [image_msg(tum[0], 'rgb8'), image_msg(tum[1][:, :, ::-1], 'bgr8', pad=4),
+            image_msg(grey16, 'mono16', bigendian=True),
+            image_msg(np.concatenate([tum[3], alpha], axis=2), 'rgba8'),
+            image_msg(euroc, 'mono8'), image_msg(graf, 'rgb8'),
+            image_msg(np.ascontiguousarray(graf[:481, :643]), 'rgb8'),
+            image_msg(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
+
+
+def assert_same_features(a, b):
+    """Bitwise-equal features (same kernels, same inputs, deterministic top-K)."""
+    assert a.image_hw == b.image_hw
+    for name in ('keypoints', 'scores', 'descriptors'):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
+    msgs = flight_messages(shared_dir)
+    alone = [single(engine, msg) for msg in msgs]
+    slots = [engine.alloc_slot() for _ in msgs]
+    for msg, slot in zip(msgs, slots):
+        engine.submit(msg, slot)
+    for prev, slot in zip(slots, slots[1:4]):  # tum frames 0..3 share 640x480
+        engine.submit_match(prev, slot)
+    engine.synchronize()
+    for i, (slot, want) in enumerate(zip(slots, alone)):
+        assert_same_features(engine.features(slot), want)
+        assert len(want) > 100, f'frame {i}: only {len(want)} keypoints'
+    for prev, slot in zip(slots, slots[1:4]):
+        m = engine.matches(slot)
+        idx0, idx1, _ = mutual_nn_match(engine.features(prev).descriptors,
+                                        engine.features(slot).descriptors, 0.82)
+        assert set(zip(m.idx0.tolist(), m.idx1.tolist())) == set(zip(idx0.tolist(),
+                                                                     idx1.tolist()))
+        assert len(m) > 50
+    assert engine.matches(slots[0]) is None
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_graph_replay_equals_direct_launches(engine, shared_dir):
+    from xfeat_ros.gpu.engine import GpuEngine
+    direct = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82, graphs=False)
+    msgs = flight_messages(shared_dir)[:4]
+    results = []
+    graph_slots = [engine.alloc_slot() for _ in msgs]
+    direct_slots = [direct.alloc_slot() for _ in msgs]
+    # graphs captured, direct launches, the same slots again: graphs replayed
+    for eng, slots in ((engine, graph_slots), (direct, direct_slots), (engine, graph_slots)):
+        for i, (msg, slot) in enumerate(zip(msgs, slots)):
+            eng.submit(msg, slot)
+            if i:
+                eng.submit_match(slots[i - 1], slot)
+        eng.synchronize()
+        results.append([(eng.features(s), eng.matches(s)) for s in slots])
+    for other in results[1:]:
+        for (fa, ma), (fb, mb) in zip(results[0], other):
+            assert_same_features(fa, fb)
+            assert (ma is None) == (mb is None)
+            if ma is not None:
+                np.testing.assert_array_equal(ma.idx0, mb.idx0)
+                np.testing.assert_array_equal(ma.idx1, mb.idx1)
+                np.testing.assert_array_equal(ma.similarity, mb.similarity)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_slots_reused_without_reallocation(engine, shared_dir):
+    import cupy
+    msgs = flight_messages(shared_dir)[:4]
+    slots = [engine.alloc_slot() for _ in range(2)]
+    for msg in msgs:  # warm-up: staging buffers grow to the largest message once
+        for slot in slots:
+            engine.submit(msg, slot)
+    engine.synchronize()
+    pointers = [(s.keypoints.data.ptr, s.descriptors.data.ptr, s.staging.ptr) for s in slots]
+    workspaces = list(engine._workspaces.values())
+    used = cupy.get_default_memory_pool().used_bytes()
+    for msg in msgs * 3:
+        engine.submit(msg, slots[0])
+        engine.submit(msg, slots[1])
+        engine.submit_match(slots[0], slots[1])
+        engine.synchronize()
+    assert [(s.keypoints.data.ptr, s.descriptors.data.ptr, s.staging.ptr)
+            for s in slots] == pointers
+    assert list(engine._workspaces.values())[:len(workspaces)] == workspaces
+    assert cupy.get_default_memory_pool().used_bytes() == used
+
+
+# -- sizes, empty frames, typed errors, settings --------------------------------------------------
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('size', [(32, 32), (33, 47), (1536, 2048)],
+                         ids=lambda s: f'{s[1]}x{s[0]}')
+def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
+    import cv2
+    pixels, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
+    height, width = size
+    pixels = np.ascontiguousarray(cv2.resize(pixels, (width, height),
+                                             interpolation=cv2.INTER_AREA))
+    got = single(engine, image_msg(pixels, 'rgb8'))
+    want = cpu_pipeline.extract((pixels.astype(np.float32) / np.float32(255)).mean(
+        axis=2, dtype=np.float32))
+    assert got.image_hw == want.image_hw == size
+    if len(want) == 0:
+        assert len(got) == 0
+        return
+    p = parity({'keypoints': want.keypoints, 'scores': want.scores,
+                'descriptors': want.descriptors}, got.keypoints, got.scores, got.descriptors)
+    REPORT[f'cpu_vs_gpu_{width}x{height}'] = {'found': p.found, 'min_cosine': p.min_cosine,
+                                              'max_score_rel': p.max_score_rel,
+                                              'n_gpu': len(got), 'n_cpu': len(want)}
+    missed = round((1.0 - p.found) * len(want))
+    assert p.found >= FOUND_MIN or missed <= 1, f'{missed} CPU keypoints not found'
+    assert p.min_cosine >= COSINE_MIN and p.max_score_rel <= SCORE_REL_MAX
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_zero_keypoints_and_empty_matches(engine, shared_dir):
+    textured = golden_msg(shared_dir, 'rgb_1311868169.163498')
+    slots = [engine.alloc_slot() for _ in range(3)]
+    engine.configure(threshold=1.0)  # heatmap values are <= 1: nothing survives
+    try:
+        engine.submit(textured, slots[0])
+        engine.submit(textured, slots[1])
+        engine.submit_match(slots[0], slots[1])
+    finally:
+        engine.configure(threshold=0.05)
+    engine.submit(textured, slots[2])
+    engine.submit_match(slots[1], slots[2])
+    engine.synchronize()
+    f = engine.features(slots[0])
+    assert len(f) == 0
+    assert f.keypoints.shape == (0, 2) and f.scores.shape == (0,)
+    assert f.descriptors.shape == (0, 64) and f.descriptors.dtype == np.float32
+    for slot in slots[1:]:
+        m = engine.matches(slot)
+        assert len(m) == 0 and m.idx0.shape == (0,) and m.idx0.dtype == np.int64
+    assert len(engine.features(slots[2])) > 100
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_typed_errors_enqueue_nothing(engine):
+    slot = engine.alloc_slot()
+    good = image_msg(np.zeros((64, 64, 3), np.uint8), 'rgb8')
+    with pytest.raises(UnsupportedEncodingError):
+        engine.submit(SimpleNamespace(**{**vars(good), 'encoding': '32FC1'}), slot)
+    with pytest.raises(ImageLayoutError):
+        engine.submit(SimpleNamespace(**{**vars(good), 'step': 10}), slot)
+    with pytest.raises(ImageLayoutError):
+        engine.submit(SimpleNamespace(**{**vars(good), 'data': good.data[:-1]}), slot)
+    with pytest.raises(ImageTooSmallError):
+        engine.submit(image_msg(np.zeros((31, 64, 1), np.uint8), 'mono8'), slot)
+    assert not slot.submitted and engine.features(slot) is None
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_top_k_change_reallocates_slot_and_keeps_prefix(engine, shared_dir):
+    msg = golden_msg(shared_dir, 'oxford_graf_img1')
+    full = single(engine, msg)
+    try:
+        engine.configure(top_k=100)
+        small = single(engine, msg)
+        engine.configure(top_k=8000)
+        slot = engine.alloc_slot()
+        engine.configure(top_k=9000)
+        engine.submit(msg, slot)  # the slot grows to the new capacity
+        engine.synchronize()
+        large = engine.features(slot)
+    finally:
+        engine.configure(top_k=4096)
+    assert len(small) == 100
+    np.testing.assert_array_equal(small.keypoints, full.keypoints[:100])
+    assert slot.capacity == 9000 and len(large) >= len(full)
+    np.testing.assert_array_equal(large.keypoints[:len(full)], full.keypoints)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_backend_selection_on_this_machine(weights_npz):
+    from xfeat_ros.gpu.engine import create_gpu_engine
+    engine = create_gpu_engine('auto', str(weights_npz), 0, 512, 0.05, 0.82)
+    try:
+        import tensorrt  # noqa: F401
+        has_trt = True
+    except ImportError:
+        has_trt = False
+    assert engine.name == ('tensorrt' if has_trt else 'pytorch')
+    assert engine.device == 'cuda:0'
+    if not has_trt:
+        with pytest.raises(BackendError, match='TensorRT'):
+            create_gpu_engine('tensorrt', str(weights_npz), 0)
+    with pytest.raises(BackendError, match='no CUDA device 99'):
+        create_gpu_engine('pytorch', str(weights_npz), 99)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_fresh_grey_read_matches_cpu(engine, cpu_pipeline, shared_dir):
+    """The GPU decode of a golden image sees the same grey image as the CPU reader."""
+    stem = 'rgb_1311868169.263274'
+    got = single(engine, golden_msg(shared_dir, stem))
+    want = cpu_pipeline.extract(read_grey(shared_dir / 'data' / GOLDEN_IMAGES[stem]))
+    p = parity({'keypoints': want.keypoints, 'scores': want.scores,
+                'descriptors': want.descriptors}, got.keypoints, got.scores, got.descriptors)
+    REPORT['cpu_vs_gpu_' + stem] = {'found': p.found, 'min_cosine': p.min_cosine,
+                                    'max_score_rel': p.max_score_rel}
+    assert p.found >= 0.995 and p.min_cosine >= 0.9999 and p.max_score_rel <= SCORE_REL_MAX
+
+
+# -- host-only (CI) -------------------------------------------------------------------------------
+
+def test_bind_by_shape_assigns_roles_and_guards():
+    shapes = expected_output_shapes(480, 640)
+    tensors = [('x', True, (1, 1, 480, 640), True),
+               ('out_a', False, shapes['reliability'], True),
+               ('out_b', False, shapes['feats'], True),
+               ('out_c', False, shapes['keypoint_logits'], True)]
+    name, roles = bind_by_shape(tensors, 480, 640)
+    assert name == 'x'
+    assert roles == {'feats': 'out_b', 'keypoint_logits': 'out_c', 'reliability': 'out_a'}
+    dynamic = [tensors[0], ('out_a', False, (1, 1, -1, 80), True)] + tensors[2:]
+    with pytest.raises(BackendError, match='non-positive'):
+        bind_by_shape(dynamic, 480, 640)
+    with pytest.raises(BackendError, match='lacks outputs'):
+        bind_by_shape(tensors[:3], 480, 640)
+    with pytest.raises(BackendError, match='two engine outputs'):
+        bind_by_shape(tensors + [('dup', False, shapes['feats'], True)], 480, 640)
+    with pytest.raises(BackendError, match='not float32'):
+        bind_by_shape(tensors[:3] + [('out_c', False, shapes['keypoint_logits'], False)],
+                      480, 640)
+    with pytest.raises(BackendError, match='unexpected shape'):
+        bind_by_shape(tensors + [('odd', False, (1, 3, 60, 80), True)], 480, 640)
+
+
+def test_unknown_backend_is_a_typed_error():
+    from xfeat_ros.gpu.engine import create_gpu_engine, select_backend
+    with pytest.raises(BackendError, match='unknown GPU backend'):
+        select_backend('cuda_magic', {}, 0)
+    with pytest.raises(BackendError):
+        create_gpu_engine('cuda_magic', '', 0)
+
+
+def test_message_bytes_accepts_ros_buffers():
+    import array
+    for data in (b'\x01\x02', bytearray(b'\x01\x02'), array.array('B', [1, 2]),
+                 memoryview(b'\x01\x02'), [1, 2]):
+        np.testing.assert_array_equal(message_bytes(data), [1, 2])
+    assert set(ENCODINGS) == {'mono8', 'mono16', 'rgb8', 'bgr8', 'rgba8', 'bgra8'}
