@@ -64,6 +64,8 @@ REQUIREMENTS=(
   hypothesis
   pyyaml
 )
+# The ROS runtime and message build wheels are the first 15 entries.
+ROS_REQUIREMENT_COUNT=15
 
 log() { printf '[setup_venv] %s\n' "$*"; }
 
@@ -81,11 +83,23 @@ pip_quiet() {
   return "${rc}"
 }
 
+# Knobs for machines without the registry (e.g. the GPU machine, see
+# bench/gpu_node_check.sh), all optional:
+#   XFEAT_SETUP_PROFILE=ros   only the ROS runtime and message build wheels
+#   XFEAT_PIP_ARGS="..."      extra pip install arguments (--no-index --find-links DIR)
+#   XFEAT_VENV_SYSTEM_SITE=1  the venv also sees the system's packages (torch, cupy)
+if [[ "${XFEAT_SETUP_PROFILE:-full}" == ros ]]; then
+  REQUIREMENTS=("${REQUIREMENTS[@]:0:${ROS_REQUIREMENT_COUNT}}")
+fi
+read -r -a PIP_EXTRA <<< "${XFEAT_PIP_ARGS:-}"
+VENV_ARGS=()
+[[ "${XFEAT_VENV_SYSTEM_SITE:-0}" == 1 ]] && VENV_ARGS+=(--system-site-packages)
+
 # 1. The virtual environment (recreated if missing or broken).
 if [[ ! -x "${PY}" ]] || ! "${PY}" -c 'import sys' >/dev/null 2>&1; then
   log "creating ${VENV}"
   rm -rf "${VENV}"
-  python3 -m venv "${VENV}"
+  python3 -m venv "${VENV_ARGS[@]}" "${VENV}"
 fi
 PY_VERSION="$("${PY}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 case "${PY_VERSION}" in
@@ -99,8 +113,10 @@ if [[ -f "${PIP_STAMP}" && "$(cat "${PIP_STAMP}")" == "${REQ_HASH}" ]]; then
   log "requirements unchanged, skipping pip"
 else
   log "installing requirements with pip (this takes a few minutes the first time)"
-  pip_quiet install -q --upgrade pip setuptools wheel
-  pip_quiet install -q "${REQUIREMENTS[@]}"
+  if [[ -z "${XFEAT_PIP_ARGS:-}" ]]; then
+    pip_quiet install -q --upgrade pip setuptools wheel
+  fi
+  pip_quiet install -q "${PIP_EXTRA[@]}" "${REQUIREMENTS[@]}"
   printf '%s\n' "${REQ_HASH}" > "${PIP_STAMP}"
   rm -f "${MSGS_STAMP}"  # new ROS wheels: rebuild the messages against them
 fi
@@ -201,7 +217,11 @@ if [[ -f "${REPO_ROOT}/setup.py" || -f "${REPO_ROOT}/pyproject.toml" ]]; then
     log "editable install unchanged, skipping"
   else
     log "pip install -e ${REPO_ROOT}"
-    pip_quiet install -q -e "${REPO_ROOT}"
+    if [[ -n "${XFEAT_PIP_ARGS:-}" ]]; then
+      pip_quiet install -q "${PIP_EXTRA[@]}" --no-deps --no-build-isolation -e "${REPO_ROOT}"
+    else
+      pip_quiet install -q -e "${REPO_ROOT}"
+    fi
     link_data_files
     printf '%s\n' "${EDITABLE_HASH}" > "${EDITABLE_STAMP}"
   fi

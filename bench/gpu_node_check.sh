@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# The node end to end on the GPU machine (no ROS, no network there): install the
+# cp312 ROS 2 wheels carried in .whl/ into a venv that also sees the machine's
+# torch and cupy, build xfeat_ros_msgs with CMake, then run the GPU node tests.
+#
+# Here, once:   echo /.whl/ >> .git/info/exclude   and download the wheels (see
+#               the README, "GPU"); the test data travel in .devshared/.
+# Device call:  run(command="bash bench/gpu_node_check.sh", carry=[".whl", ".devshared"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/xfeat_out}"
+mkdir -p "${OUT}"
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-$PWD/.devshared}"
+
+XFEAT_SETUP_PROFILE=ros XFEAT_VENV_SYSTEM_SITE=1 \
+  XFEAT_PIP_ARGS="--no-index --find-links $PWD/.whl --no-build-isolation" \
+  bash scripts/setup_venv.sh 2>&1 | tee "${OUT}/setup.log"
+# shellcheck disable=SC1091
+source scripts/ros_env.sh
+python -c 'import rclpy, cupy, torch, xfeat_ros_msgs.msg; print("ros+gpu ok", torch.__version__)'
+python -m pytest -p no:cacheprovider -q -rs test/test_gpu_node.py "$@" 2>&1 | tee "${OUT}/gpu_node.log"
