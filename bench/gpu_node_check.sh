@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The node end to end on the GPU machine (no ROS, no network there): install the
-# cp312 ROS 2 wheels carried in .whl/ into a venv that also sees the machine's
-# torch and cupy, build xfeat_ros_msgs with CMake, then run the GPU node tests.
+# cp312 ROS 2 wheels carried in .whl/ into the machine's Python (which has
+# torch and cupy), build xfeat_ros_msgs with CMake, then run the GPU node tests.
 #
 # Here, once:   echo /.whl/ >> .git/info/exclude   and download the wheels (see
 #               the README, "GPU"); the test data travel in .devshared/.
@@ -17,7 +17,13 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
 export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-$PWD/.devshared}"
 
-XFEAT_SETUP_PROFILE=ros XFEAT_VENV_SYSTEM_SITE=1 \
+# The machine's python3 is itself a venv (with torch and cupy); a venv made
+# from it would not see those packages, so .venv points at it and the ROS
+# wheels go into it (the machine is thrown away after the lease).
+if [[ ! -e .venv ]]; then
+  ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
+fi
+XFEAT_SETUP_PROFILE=ros \
   XFEAT_PIP_ARGS="--no-index --find-links $PWD/.whl --no-build-isolation" \
   bash scripts/setup_venv.sh 2>&1 | tee "${OUT}/setup.log"
 # shellcheck disable=SC1091
