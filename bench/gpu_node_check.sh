@@ -20,6 +20,9 @@ export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-$PWD/.devshared}"
 # The machine's python3 is itself a venv (with torch and cupy); a venv made
 # from it would not see those packages, so .venv points at it and the ROS
 # wheels go into it (the machine is thrown away after the lease).
+if [[ -d .venv && ! -L .venv ]]; then
+  rm -rf .venv  # a venv left by an earlier call on this (throwaway) machine
+fi
 if [[ ! -e .venv ]]; then
   ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
 fi
