@@ -31,5 +31,6 @@ XFEAT_SETUP_PROFILE=ros \
   bash scripts/setup_venv.sh 2>&1 | tee "${OUT}/setup.log"
 # shellcheck disable=SC1091
 source scripts/ros_env.sh
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 python -c 'import rclpy, cupy, torch, xfeat_ros_msgs.msg; print("ros+gpu ok", torch.__version__)'
 python -m pytest -p no:cacheprovider -q -rs test/test_gpu_node.py "$@" 2>&1 | tee "${OUT}/gpu_node.log"

@@ -85,7 +85,8 @@ pip_quiet() {
 
 # Knobs for machines without the registry (e.g. the GPU machine, see
 # bench/gpu_node_check.sh), all optional:
-#   XFEAT_SETUP_PROFILE=ros   only the ROS runtime and message build wheels
+#   XFEAT_SETUP_PROFILE=ros   only the ROS runtime and message build wheels, and
+#                             the messages; no editable install
 #   XFEAT_PIP_ARGS="..."      extra pip install arguments (--no-index --find-links DIR)
 #   XFEAT_VENV_SYSTEM_SITE=1  the venv also sees the system's packages (torch, cupy)
 if [[ "${XFEAT_SETUP_PROFILE:-full}" == ros ]]; then
@@ -199,7 +200,9 @@ PYEOF
 }
 
 # 4. The repository itself (ament_python package), editable.
-if [[ -f "${REPO_ROOT}/setup.py" || -f "${REPO_ROOT}/pyproject.toml" ]]; then
+if [[ "${XFEAT_SETUP_PROFILE:-full}" == ros ]]; then
+  log "ROS profile: no editable install (put the repository on PYTHONPATH)"
+elif [[ -f "${REPO_ROOT}/setup.py" || -f "${REPO_ROOT}/pyproject.toml" ]]; then
   EDITABLE_HASH="$(
     {
       printf '%s\n' "${REQ_HASH}"
