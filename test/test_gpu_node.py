@@ -54,7 +54,7 @@ def test_gpu_node_three_cameras(in_flight, shared_dir, weights_npz, cpu_pipeline
         assert stop_node(process) == 0, log.read_text()
     text = log.read_text()
     assert re.search(r'engine: \w+ on cuda:0', text), text
-    counts = re.search(r"final counts: (.*)", text).group(1)
+    counts = re.search(r'final counts: (.*)', text).group(1)
     assert 'dropped' not in counts and 'rejected' not in counts and 'lost' not in counts
     for c, cam in enumerate(CAMERAS):
         keypoints, matches = client.keypoints[cam], client.matches[cam]
