@@ -32,6 +32,7 @@ setup(
             'xfeat_play = xfeat_ros.play:main',
             'xfeat_export = xfeat_ros.export:main',
             'xfeat_demo = xfeat_ros.demo:main',
+            'xfeat_eval = xfeat_ros.evaluate:main',
         ],
     },
 )

@@ -60,6 +60,7 @@ REQUIREMENTS=(
   'nvidia-cuda-nvrtc==13.*'
   opencv-python-headless
   scikit-image
+  matplotlib
   pytest
   hypothesis
   pyyaml

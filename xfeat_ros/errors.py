@@ -57,3 +57,7 @@ class ParameterError(XFeatError):
 
 class MessagesMissingError(XFeatError):
     """The xfeat_ros_msgs interface package is not built or not sourced."""
+
+
+class StampOrderError(ImageError):
+    """An image's stamp is not later than its camera's previous image."""

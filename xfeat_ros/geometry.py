@@ -56,3 +56,35 @@ def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_
     result = cv2.recoverPose(essential[:3], n0, n1, np.eye(3), 1e9, mask=mask.copy())
     rotation, t = result[1], result[2]
     return rotation, t.reshape(3), inliers
+
+
+HOMOGRAPHY_METHODS = ('ransac', 'magsac')
+
+
+def estimate_homography(points0, points1, method='ransac', threshold_px=3.0, max_iters=10000,
+                        confidence=0.9999, seed=RANSAC_SEED):
+    """
+    Fit a homography to matched pixels by robust fitting (OpenCV), with a fixed seed.
+
+    ``points0``/``points1``: float [M, 2] pixels of image 0 and image 1.
+    ``method``: ``'ransac'`` (cv2.RANSAC, then OpenCV's least-squares refinement
+    on the inliers) or ``'magsac'`` (cv2.USAC_MAGSAC). Returns ``(H float64
+    3x3 mapping image 0 to image 1, or None, inlier_mask bool [M])``; None when
+    there are fewer than 4 matches or the fit fails.
+    """
+    import cv2
+    if method not in HOMOGRAPHY_METHODS:
+        raise ValueError(f'unknown homography method {method!r} '
+                         f'(choose from {HOMOGRAPHY_METHODS})')
+    m = len(points0)
+    if m < 4:
+        return None, np.zeros(m, dtype=bool)
+    cv2.setRNGSeed(int(seed))
+    flag = cv2.RANSAC if method == 'ransac' else cv2.USAC_MAGSAC
+    homography, mask = cv2.findHomography(
+        np.asarray(points0, np.float64).reshape(-1, 1, 2),
+        np.asarray(points1, np.float64).reshape(-1, 1, 2), flag, float(threshold_px),
+        maxIters=int(max_iters), confidence=float(confidence))
+    if homography is None or mask is None:
+        return None, np.zeros(m, dtype=bool)
+    return homography, mask.reshape(-1) > 0

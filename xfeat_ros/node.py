@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
 import rclpy
@@ -35,7 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 from xfeat_ros.decode import validate_layout
-from xfeat_ros.errors import ImageError, ParameterError, XFeatError
+from xfeat_ros.errors import ImageError, ParameterError, StampOrderError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
 from xfeat_ros.preprocess import model_size
 
@@ -43,6 +44,7 @@ RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
 LIVE = ('top_k', 'threshold', 'min_cossim')
 REJECT_LOG_PERIOD_S = 2.0
+DIAGNOSTICS_WINDOW_S = 5.0
 
 
 def _int(description, default, low, high, live=False):
@@ -85,6 +87,12 @@ PARAMETERS = {
                                    1000.0),
     'queue_size': _int('frames queued per camera before the oldest is dropped (counted)',
                        10, 1, 1000),
+    'fallback_to_cpu': (True, ParameterDescriptor(
+        type=ParameterType.PARAMETER_BOOL, read_only=True,
+        description='when the GPU engine fails at run time (out of memory, CUDA error), '
+                    'reprocess on the CPU and go on; false: stop the node cleanly')),
+    'diagnostics_period_s': _float('period of /diagnostics status messages (0: off)', 1.0,
+                                   0.0, 60.0),
     'input_qos_depth': _int('history depth of the image subscriptions', 5, 1, 1000),
     'input_qos_reliability': _str(
         'image subscription reliability; auto starts reliable (no silent transport losses) '
@@ -106,7 +114,7 @@ def validate_parameter(name, value):
             return 'must be a non-empty list of distinct camera names'
         bad = [v for v in value if v.strip('/') != v or ' ' in v]
         return f'invalid camera names {bad}' if bad else None
-    if isinstance(default, bool) or type(value) is not type(default):
+    if type(value) is not type(default):
         return f'must be of type {type(default).__name__}, got {type(value).__name__}'
     if isinstance(value, float) and not math.isfinite(value):
         return 'must be finite'
@@ -119,6 +127,11 @@ def validate_parameter(name, value):
         if value not in options:
             return f'must be one of {options}, got {value!r}'
     return None
+
+
+def stamp_ns(stamp):
+    """Integer nanoseconds of a ``builtin_interfaces/Time``."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 def topic(camera, name):
@@ -152,6 +165,9 @@ class CameraState:
     subscription: object = None
     reliability: str = 'reliable'  # of the current subscription
     switch_pending: bool = False
+    last_stamp_ns: int = 0         # newest accepted non-zero stamp
+    published_at: deque = field(default_factory=lambda: deque(maxlen=200))  # monotonic s
+    latency_ms: deque = field(default_factory=lambda: deque(maxlen=200))   # receipt->publish
 
 
 def create_engine(backend, weights, gpu, num_threads, top_k, threshold, min_cossim, logger):
@@ -203,6 +219,13 @@ class XFeatNode(Node):
         self.cameras = {}
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.failure = None            # set when the engine failed and the node must stop
+        self.fallback = None           # set when the node fell back from GPU to CPU
+        self.stop_requested = threading.Event()
+        self.diagnostics_pub = None
+        if self.params['diagnostics_period_s'] > 0:
+            self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+            self.create_timer(self.params['diagnostics_period_s'], self._publish_diagnostics)
         self.running = True
         self.worker = threading.Thread(target=self._work, name='xfeat_worker', daemon=True)
         self.worker.start()
@@ -242,7 +265,7 @@ class XFeatNode(Node):
         if auto and state.reliability == 'reliable' and not state.switch_pending:
             # Re-create the subscription outside this event's own callback.
             state.switch_pending = True
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f'{state.image_topic}: a best-effort publisher appeared; input_qos_reliability '
                 'is auto, so this camera now subscribes best effort (large images can then be '
                 'lost in transport: every detected loss is counted)')
@@ -256,7 +279,7 @@ class XFeatNode(Node):
                 state.switch_pending = False
             timer = self.create_timer(0.0, switch)
             return
-        self.get_logger().warn(
+        self.get_logger().warning(
             f'{state.image_topic}: a publisher has QoS this subscription cannot hear '
             f'(policy {event.last_policy_kind}); set input_qos_reliability to match it',
             throttle_duration_sec=30.0)
@@ -300,7 +323,7 @@ class XFeatNode(Node):
         if last is not None and sequence > last + 1:
             lost = sequence - last - 1
             state.counts['lost_before_node'] += lost
-            self.get_logger().warn(
+            self.get_logger().warning(
                 f'{state.image_topic}: {lost} image(s) lost in the middleware before the node '
                 f'({state.counts["lost_before_node"]} so far). With a reliable camera '
                 'publisher set input_qos_reliability to reliable; with best effort, large '
@@ -308,23 +331,33 @@ class XFeatNode(Node):
                 throttle_duration_sec=5.0)
 
     def _on_image(self, state, msg, info=None):
+        """Validate an image and queue it; never raises into rclpy."""
+        received = time.monotonic()
+        with self.lock:
+            state.counts['received'] += 1
         self._count_gap(state, info)
         try:
             validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
             model_size(msg.height, msg.width)
+            stamp = stamp_ns(msg.header.stamp)
+            if stamp and stamp <= state.last_stamp_ns:
+                raise StampOrderError(
+                    f'stamp {stamp} ns is not later than the previous image stamp '
+                    f'{state.last_stamp_ns} ns (repeated or out of order)')
         except ImageError as exc:
             self._reject(state, exc)
             return
         with self.wake:
+            if stamp:
+                state.last_stamp_ns = stamp
+            state.counts['accepted'] += 1
             if len(state.queue) == state.queue.maxlen:
                 state.counts['dropped_queue_full'] += 1
-                self.get_logger().warn(
+                self.get_logger().warning(
                     f'{state.image_topic}: queue full ({state.queue.maxlen}), dropped the '
                     f'oldest frame ({state.counts["dropped_queue_full"]} so far)',
                     throttle_duration_sec=5.0)
-            else:
-                state.counts['accepted'] += 1
-            state.queue.append(msg)
+            state.queue.append((msg, received))
             self.wake.notify()
 
     def _reject(self, state, exc):
@@ -357,7 +390,7 @@ class XFeatNode(Node):
             while len(group) < limit and any(c.queue for c in self.cameras.values()):
                 for state in self.cameras.values():
                     if state.queue and len(group) < limit:
-                        group.append((state, state.queue.popleft()))
+                        group.append((state, *state.queue.popleft()))
             if self.pending_config:
                 self.engine.configure(**self.pending_config)
                 self.pending_config = {}
@@ -383,50 +416,156 @@ class XFeatNode(Node):
                 self._process(group)
 
     def _process(self, group):
-        """Submit a group, synchronize once, publish in arrival order."""
+        """
+        Submit a group, synchronize once, publish in arrival order.
+
+        An engine failure (GPU out of memory, a CUDA error) moves the node to the
+        CPU engine and reprocesses the group when ``fallback_to_cpu`` is set;
+        otherwise the group is counted as dropped and the node stops cleanly.
+        """
+        try:
+            submitted = self._submit(group)
+            self.engine.synchronize()
+            results = [(state, msg, received, self.engine.features(slot),
+                        self.engine.matches(slot) if comparable else None, slot)
+                       for state, msg, received, slot, comparable in submitted]
+        except (XFeatError, RuntimeError, MemoryError) as exc:
+            if not self._fall_back(exc):
+                for state, _, _ in group:
+                    state.counts['dropped_engine_failure'] += 1
+                return
+            submitted = self._submit(group)
+            results = [(state, msg, received, self.engine.features(slot),
+                        self.engine.matches(slot) if comparable else None, slot)
+                       for state, msg, received, slot, comparable in submitted]
+        for result in results:
+            self._publish(*result)
+
+    def _submit(self, group):
+        """Enqueue a group on the engine: [(state, msg, received, slot, comparable)]."""
         submitted = []
         last = {name: state.previous for name, state in self.cameras.items()}
-        for state, msg in group:
+        for state, msg, received in group:
             slot = self._slot()
             try:
                 self.engine.submit(msg, slot)
             except ImageError as exc:
                 self._reject(state, exc)
+                state.counts['rejected_late'] += 1
                 self._release(slot)
                 continue
             prev = last[state.name]
             shape = (msg.height, msg.width)
             comparable = prev is not None and prev.shape == shape
             if comparable:
-                self.engine.submit_match(prev.slot, slot)
-            submitted.append((state, msg, slot, comparable))
+                self.engine.submit_match(self._engine_slot(prev), slot)
+            submitted.append((state, msg, received, slot, comparable))
             last[state.name] = Frame(msg.header.stamp, None, slot, shape)
-        self.engine.synchronize()
-        for state, msg, slot, comparable in submitted:
-            self._publish(state, msg, slot, comparable)
+        return submitted
 
-    def _publish(self, state, msg, slot, comparable):
-        features = self.engine.features(slot)
+    def _engine_slot(self, frame):
+        """Return the engine slot of a previous frame (a CPU slot after a fallback)."""
+        if frame.slot is not None:
+            return frame.slot
+        slot = self.engine.alloc_slot()
+        slot.features = frame.features
+        return slot
+
+    def _fall_back(self, exc):
+        """Switch to the CPU engine after a GPU engine failure; False if not allowed."""
+        device = getattr(self.engine, 'device', 'cpu')
+        if device == 'cpu' or not self.params['fallback_to_cpu']:
+            self.get_logger().fatal(f'engine {self.engine.name} on {device} failed: {exc!r}; '
+                                    'stopping (fallback_to_cpu is off or already on the CPU)')
+            self.failure = f'engine failed: {exc!r}'
+            self.running = False
+            self.stop_requested.set()
+            return False
+        self.get_logger().error(f'engine {self.engine.name} on {device} failed: {exc!r}; '
+                                'falling back to onnxruntime on the CPU')
+        self.fallback = f'{self.engine.name} on {device} failed ({type(exc).__name__}); on CPU'
+        self.engine = create_engine('onnxruntime', self.params['weights'], 0,
+                                    self.params['num_threads'], self.params['top_k'],
+                                    self.params['threshold'], self.params['min_cossim'],
+                                    self.get_logger())
+        self.generation += 1
+        self.free_slots.clear()
+        for state in self.cameras.values():
+            if state.previous is not None:  # host features stay; the device slot does not
+                state.previous = Frame(state.previous.stamp, state.previous.features, None,
+                                       state.previous.shape)
+        return True
+
+    def _publish(self, state, msg, received, features, matches, slot):
         state.keypoints_pub.publish(keypoints_msg(msg.header, features))
         prev = state.previous
         if prev is not None:
-            matches = self.engine.matches(slot) if comparable else None
-            if not comparable:
+            if prev.shape != (msg.height, msg.width):
                 state.counts['matches_empty_size_change'] += 1
-                self.get_logger().warn(
+                self.get_logger().warning(
                     f'{state.image_topic}: image size changed from {prev.shape} to '
                     f'{(msg.height, msg.width)}; published empty matches for this frame',
                     throttle_duration_sec=5.0)
             state.matches_pub.publish(matches_msg(msg.header, prev.stamp, prev.features,
                                                   features, matches))
-            self._release(prev.slot)
+            if prev.slot is not None:
+                self._release(prev.slot)
         state.previous = Frame(msg.header.stamp, features, slot, (msg.height, msg.width))
-        state.counts['published'] += 1
+        now = time.monotonic()
+        with self.lock:
+            state.counts['published'] += 1
+            state.published_at.append(now)
+            state.latency_ms.append((now - received) * 1000.0)
 
     def stats(self):
-        """Per-camera counters (accepted, published, rejected, dropped...)."""
+        """Per-camera counters (received, accepted, published, rejected, dropped...)."""
         with self.lock:
             return {name: dict(state.counts) for name, state in self.cameras.items()}
+
+    # -- health -------------------------------------------------------------
+    def camera_status(self, state, now=None):
+        """Return the ``diagnostic_msgs/DiagnosticStatus`` of one camera's stream."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            counts = Counter(state.counts)
+            times = list(state.published_at)
+            latency = sorted(state.latency_ms)
+            queued = len(state.queue)
+        recent = [t for t in times if now - t <= DIAGNOSTICS_WINDOW_S]
+        rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 and \
+            recent[-1] > recent[0] else 0.0
+        lost = sum(counts[k] for k in ('dropped_queue_full', 'dropped_shutdown',
+                                       'dropped_engine_failure', 'lost_before_node'))
+        status = DiagnosticStatus(name=f'xfeat: {self.resolve_topic_name(state.image_topic)}',
+                                  hardware_id=f'{self.engine.name} on {self.engine.device}')
+        if self.failure:
+            status.level, status.message = DiagnosticStatus.ERROR, self.failure
+        elif self.fallback or lost or counts['rejected']:
+            status.level = DiagnosticStatus.WARN
+            parts = [self.fallback] if self.fallback else []
+            if lost:
+                parts.append(f'{lost} frames dropped or lost')
+            if counts['rejected']:
+                parts.append(f'{counts["rejected"]} images rejected')
+            status.message = '; '.join(parts)
+        elif not counts['published']:
+            status.level, status.message = DiagnosticStatus.OK, 'waiting for images'
+        else:
+            status.level, status.message = DiagnosticStatus.OK, 'tracking input healthy'
+        values = {'rate_hz': f'{rate:.2f}', 'queued': str(queued),
+                  'latency_median_ms': f'{latency[len(latency) // 2]:.1f}' if latency else '',
+                  'latency_max_ms': f'{latency[-1]:.1f}' if latency else '',
+                  'backend': self.engine.name, 'device': str(self.engine.device),
+                  'input_reliability': state.reliability}
+        values.update({k: str(v) for k, v in sorted(counts.items())})
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        return status
+
+    def _publish_diagnostics(self):
+        array = DiagnosticArray()
+        array.header.stamp = self.get_clock().now().to_msg()
+        array.status = [self.camera_status(state) for state in self.cameras.values()]
+        self.diagnostics_pub.publish(array)
 
     def stop(self):
         """Stop the worker after its current group; count frames left in queues."""
@@ -450,10 +589,12 @@ def main(args=None):
         node = XFeatNode()
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
-        while rclpy.ok():
+        while rclpy.ok() and not node.stop_requested.is_set():
             # Short waits return to Python, where SIGINT/SIGTERM raise KeyboardInterrupt
             # with the context still valid, so shutdown can finish and log cleanly.
             executor.spin_once(timeout_sec=0.1)
+        if node.failure:
+            code = 1
     except KeyboardInterrupt:
         pass
     except XFeatError as exc:

@@ -1,0 +1,254 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Node reliability, in-process: stamps, size changes, overload, engine faults, health.
+
+The node runs in this process with its real CPU engine (or a wrapper that
+slows it down or fails like a GPU would) and talks to a client node through
+real rclpy transport; small textured images keep each frame cheap.
+"""
+
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+import numpy as np
+import pytest
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from xfeat_ros.backbone import OnnxRuntimeBackbone
+from xfeat_ros.engine import CpuEngine
+from xfeat_ros.messages import image_msg, message_types
+from xfeat_ros.network_onnx import build_model
+from xfeat_ros.node import XFeatNode
+from xfeat_ros.play import stamp_msg
+
+pytestmark = pytest.mark.ros
+RELIABLE = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class SlowEngine:
+    """Delegate to an engine, sleeping in submit (a node that cannot keep up)."""
+
+    def __init__(self, inner, delay_s):
+        self.inner, self.delay_s = inner, delay_s
+        self.name, self.device = inner.name, inner.device
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def submit(self, msg, slot):
+        time.sleep(self.delay_s)
+        self.inner.submit(msg, slot)
+
+
+class FailingGpuEngine(SlowEngine):
+    """Pretend to be a GPU engine that hits a CUDA error after ``good`` frames."""
+
+    def __init__(self, inner, good):
+        super().__init__(inner, 0.0)
+        self.name, self.device, self.good = 'fake_gpu', 'cuda:0', good
+
+    def submit(self, msg, slot):
+        if self.good <= 0:
+            raise RuntimeError('CUDA error: an illegal memory access was encountered')
+        self.good -= 1
+        self.inner.submit(msg, slot)
+
+
+def texture(i, shape=(96, 128)):
+    """Return a textured mono8 frame shifted by ``i`` pixels."""
+    base = np.random.default_rng(7).integers(0, 256, (shape[0], shape[1] + 64), np.uint8)
+    return np.ascontiguousarray(base[:, i:i + shape[1], None])
+
+
+class Rig:
+    """An in-process xfeat node plus a client node, spun by one executor thread."""
+
+    def __init__(self, weights_npz, engine, **params):
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        overrides = [Parameter('weights', value=str(weights_npz)),
+                     Parameter('input_qos_reliability', value='reliable'),
+                     Parameter('input_qos_depth', value=200),
+                     Parameter('diagnostics_period_s', value=0.2)]
+        overrides += [Parameter(k, value=v) for k, v in params.items()]
+        self.node = XFeatNode(engine=engine, context=self.context,
+                              parameter_overrides=overrides)
+        self.client = rclpy.create_node('rig_client', context=self.context)
+        keypoints_type, matches_type = message_types()
+        self.keypoints, self.matches, self.diagnostics = [], [], []
+        self.client.create_subscription(keypoints_type, 'keypoints', self.keypoints.append,
+                                        RELIABLE)
+        self.client.create_subscription(matches_type, 'matches', self.matches.append, RELIABLE)
+        self.client.create_subscription(DiagnosticArray, '/diagnostics',
+                                        self.diagnostics.append, 10)
+        self.publisher = self.client.create_publisher(Image, 'image', RELIABLE)
+        self.executor = MultiThreadedExecutor(num_threads=2, context=self.context)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.client)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+        assert self.wait(lambda: self.publisher.get_subscription_count() > 0, 10)
+        time.sleep(0.5)
+
+    @staticmethod
+    def wait(predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.02)
+        return predicate()
+
+    def send(self, pixels, stamp_s=None, encoding='mono8'):
+        stamp = None if stamp_s is None else stamp_msg(int(stamp_s * 1e9))
+        self.publisher.publish(image_msg(pixels, encoding, stamp))
+
+    def close(self):
+        self.node.stop()
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.client.destroy_node()
+        rclpy.shutdown(context=self.context)
+
+
+@pytest.fixture
+def engine(weights):
+    return CpuEngine(OnnxRuntimeBackbone(build_model(weights)), top_k=512)
+
+
+def test_stamps_repeated_or_out_of_order_are_rejected(weights_npz, engine):
+    rig = Rig(weights_npz, engine)
+    try:
+        for i, stamp in enumerate([1.0, 2.0, 2.0, 1.5, 3.0, None, None, 4.0]):
+            rig.send(texture(i), stamp)
+        assert rig.wait(lambda: len(rig.keypoints) == 6, 30), rig.node.stats()
+        time.sleep(0.3)
+        counts = rig.node.stats()['']
+        assert counts['rejected_StampOrderError'] == 2 and counts['published'] == 6
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in rig.keypoints]
+        assert stamps == [1.0, 2.0, 3.0, 0.0, 0.0, 4.0]  # unstamped frames are exempt
+    finally:
+        rig.close()
+
+
+def test_size_change_gives_empty_matches_then_resumes(weights_npz, engine):
+    rig = Rig(weights_npz, engine)
+    try:
+        sizes = [(96, 128), (96, 128), (64, 96), (64, 96)]
+        for i, size in enumerate(sizes):
+            rig.send(texture(i, size), 1.0 + i)
+        assert rig.wait(lambda: len(rig.matches) == 3, 30)
+        counts = [len(m.current_indices) for m in rig.matches]
+        assert counts[0] > 50 and counts[1] == 0 and counts[2] > 50
+        assert rig.matches[1].previous_stamp.sec == 2  # the rule: empty, still stamped
+        assert rig.node.stats()['']['matches_empty_size_change'] == 1
+    finally:
+        rig.close()
+
+
+def test_overload_keeps_newest_and_counts_every_drop(weights_npz, engine):
+    rig = Rig(weights_npz, SlowEngine(engine, 0.05), queue_size=3, max_frames_in_flight=1)
+    try:
+        for i in range(40):
+            rig.send(texture(i % 60), 1.0 + i)
+        assert rig.wait(lambda: rig.node.stats()[''].get('received') == 40, 30)
+        assert rig.wait(lambda: not rig.node.cameras[''].queue, 30)
+        time.sleep(0.3)
+        counts = rig.node.stats()['']
+        assert counts['dropped_queue_full'] > 0
+        assert counts['accepted'] == 40
+        assert counts['accepted'] == counts['published'] + counts['dropped_queue_full']
+        assert len(rig.keypoints) == counts['published']
+        assert rig.keypoints[-1].header.stamp.sec == 40  # the newest frame is kept
+        status = rig.diagnostics[-1].status[0]
+        assert status.level == DiagnosticStatus.WARN and 'dropped' in status.message
+    finally:
+        rig.close()
+
+
+def test_gpu_failure_falls_back_to_cpu(weights_npz, engine):
+    rig = Rig(weights_npz, FailingGpuEngine(engine, good=3))
+    try:
+        for i in range(8):
+            rig.send(texture(i), 1.0 + i)
+        assert rig.wait(lambda: len(rig.keypoints) == 8 and len(rig.matches) == 7, 60)
+        assert rig.node.engine.device == 'cpu' and rig.node.fallback
+        assert all(len(m.current_indices) > 50 for m in rig.matches)  # across the switch too
+        assert rig.wait(lambda: rig.diagnostics and 'on CPU' in
+                        rig.diagnostics[-1].status[0].message, 5)
+        assert rig.diagnostics[-1].status[0].level == DiagnosticStatus.WARN
+    finally:
+        rig.close()
+
+
+def test_gpu_failure_without_fallback_stops_cleanly(weights_npz, engine):
+    rig = Rig(weights_npz, FailingGpuEngine(engine, good=2), fallback_to_cpu=False,
+              max_frames_in_flight=1)
+    try:
+        for i in range(5):
+            rig.send(texture(i), 1.0 + i)
+            time.sleep(0.1)
+        assert rig.wait(lambda: rig.node.stop_requested.is_set(), 30)
+        assert rig.wait(lambda: len(rig.keypoints) == 2, 5)
+        assert rig.node.failure
+        rig.node.stop()  # what main() does next: the queue is counted, nothing is lost silently
+        counts = rig.node.stats()['']
+        assert counts['dropped_engine_failure'] == 1
+        assert counts['accepted'] == counts['published'] + counts['dropped_engine_failure'] \
+            + counts['dropped_shutdown']
+        status = rig.node.camera_status(rig.node.cameras[''])
+        assert status.level == DiagnosticStatus.ERROR and 'CUDA error' in status.message
+    finally:
+        rig.close()
+
+
+def test_diagnostics_healthy_stream(weights_npz, engine):
+    rig = Rig(weights_npz, engine)
+    try:
+        for i in range(10):
+            rig.send(texture(i), 1.0 + i)
+            time.sleep(0.05)
+        assert rig.wait(lambda: len(rig.keypoints) == 10, 30)
+
+        def published(array):
+            return {v.key: v.value for v in array.status[0].values}.get('published')
+        assert rig.wait(lambda: any(a.status and published(a) == '10'
+                                    for a in rig.diagnostics), 5)
+        status = rig.diagnostics[-1].status[0]
+        values = {v.key: v.value for v in status.values}
+        assert status.level == DiagnosticStatus.OK and status.name == 'xfeat: /image'
+        assert float(values['rate_hz']) > 1.0 and float(values['latency_median_ms']) > 0
+        assert values['backend'] == 'onnxruntime' and values['received'] == '10'
+    finally:
+        rig.close()
+
+
+def test_concurrent_parameter_changes_are_safe(weights_npz, engine):
+    rig = Rig(weights_npz, engine, queue_size=100)
+    stop = threading.Event()
+
+    def hammer():
+        k = 0
+        while not stop.is_set():
+            rig.node.set_parameters([Parameter('top_k', value=100 + 50 * (k % 5)),
+                                     Parameter('threshold', value=0.02 + 0.01 * (k % 3))])
+            k += 1
+            time.sleep(0.005)
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        for i in range(30):
+            rig.send(texture(i % 60), 1.0 + i)
+            time.sleep(0.01)
+        assert rig.wait(lambda: len(rig.keypoints) == 30 and len(rig.matches) == 29, 60), \
+            (rig.node.stats(), len(rig.keypoints), len(rig.matches))
+        assert all(len(m.scores) <= 300 for m in rig.keypoints)
+    finally:
+        stop.set()
+        thread.join()
+        rig.close()
