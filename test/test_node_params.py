@@ -117,3 +117,14 @@ def test_invalid_start_parameter_refuses_to_start(weights_npz, tmp_path):
     process = start_node({'weights': str(tmp_path / 'missing.pt')}, log)
     assert process.wait(60) != 0
     assert 'missing.pt' in log.read_text()
+
+
+def test_config_documents_every_parameter_with_its_default():
+    import yaml
+    config = yaml.safe_load(REPO_CONFIG.read_text())['/**/xfeat']['ros__parameters']
+    assert set(config) == set(PARAMETERS)
+    for name, (default, _) in PARAMETERS.items():
+        assert config[name] == default, name
+    text = REPO_CONFIG.read_text()
+    for name in PARAMETERS:  # each has a comment line before it (or its group's)
+        assert f'    {name}:' in text

@@ -227,6 +227,7 @@ class XFeatNode(Node):
             self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
             self.create_timer(self.params['diagnostics_period_s'], self._publish_diagnostics)
         self.running = True
+        self.busy = False
         self.worker = threading.Thread(target=self._work, name='xfeat_worker', daemon=True)
         self.worker.start()
 
@@ -396,6 +397,7 @@ class XFeatNode(Node):
                 self.pending_config = {}
                 self.generation += 1  # slot capacity may depend on top_k
                 self.free_slots.clear()
+            self.busy = bool(group)  # set with the queues' lock: no idle-looking gap
             return group
 
     def _slot(self):
@@ -413,7 +415,14 @@ class XFeatNode(Node):
         while self.running:
             group = self._next_group()
             if group:
-                self._process(group)
+                try:
+                    self._process(group)
+                finally:
+                    self.busy = False
+
+    def worker_busy(self):
+        """Return True while the worker processes a group."""
+        return self.busy
 
     def _process(self, group):
         """

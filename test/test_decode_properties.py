@@ -1,0 +1,95 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Property-based tests of the image decoder and the node's image callback.
+
+Random encodings (every sensor_msgs/image_encodings name plus garbage), sizes
+(0x0 to odd sizes, and 16384x16384 headers with short data), steps smaller and
+larger than needed, truncated and oversized data, both endiannesses: supported
+inputs decode exactly as a reference, everything else raises the typed error,
+nothing else escapes, and nothing of a header's claimed size is allocated
+before validation.
+"""
+
+import tracemalloc
+
+from hypothesis import given, HealthCheck, settings, strategies as st
+import numpy as np
+from xfeat_ros.decode import decode_image, ENCODINGS
+from xfeat_ros.errors import ImageError
+
+# sensor_msgs/image_encodings names (REP 104 and the header file).
+ROS_ENCODINGS = [
+    'rgb8', 'rgba8', 'rgb16', 'rgba16', 'bgr8', 'bgra8', 'bgr16', 'bgra16', 'mono8',
+    'mono16', 'bayer_rggb8', 'bayer_bggr8', 'bayer_gbrg8', 'bayer_grbg8', 'bayer_rggb16',
+    'bayer_bggr16', 'bayer_gbrg16', 'bayer_grbg16', 'yuv422', 'yuv422_yuy2', 'uyvy', 'yuyv',
+    'nv21', 'nv24', '8UC1', '8UC2', '8UC3', '8UC4', '8SC1', '16UC1', '16UC3', '16SC1',
+    '32SC1', '32FC1', '32FC3', '64FC1']
+CHANNELS = {'mono8': (1, 1), 'mono16': (1, 2), 'rgb8': (3, 1), 'bgr8': (3, 1),
+            'rgba8': (4, 1), 'bgra8': (4, 1)}
+
+
+def reference(data, encoding, height, width, step, bigendian):
+    """Decode the obvious way (independent of xfeat_ros.decode)."""
+    channels, size = CHANNELS[encoding]
+    rows = np.frombuffer(data, np.uint8).reshape(height, step)[:, :width * channels * size]
+    if size == 2:
+        pixels = rows.copy().view('>u2' if bigendian else '<u2').astype(np.float64) / 65535
+    else:
+        pixels = rows.astype(np.float64) / 255
+    pixels = pixels.reshape(height, width, channels)
+    if channels == 1:
+        return pixels[:, :, 0]
+    order = [2, 1, 0] if encoding.startswith('bgr') else [0, 1, 2]
+    return pixels[:, :, order].mean(axis=2)
+
+
+@st.composite
+def image_headers(draw):
+    """Draw (data, encoding, height, width, step, bigendian, valid)."""
+    encoding = draw(st.sampled_from(ROS_ENCODINGS + list(ENCODINGS))
+                    | st.text(max_size=12))
+    height = draw(st.sampled_from([0, 1, 2, 31, 32, 33, 47]) | st.integers(0, 64))
+    width = draw(st.sampled_from([0, 1, 3, 31, 32, 45]) | st.integers(0, 64))
+    channels, size = CHANNELS.get(encoding, (draw(st.integers(1, 4)), 1))
+    row = width * channels * size
+    step = max(0, row + draw(st.sampled_from([0, 0, 0, 1, 3, 16, -1, -row])))
+    length = step * height + draw(st.sampled_from([0, 0, 0, -1, 1, -step, 7]))
+    data = draw(st.binary(min_size=max(length, 0), max_size=max(length, 0)))
+    valid = (encoding in CHANNELS and height > 0 and width > 0 and step >= row
+             and len(data) == step * height)
+    return data, encoding, height, width, step, draw(st.booleans()), valid
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(image_headers())
+def test_decoder_exact_or_typed_error(header):
+    data, encoding, height, width, step, bigendian, valid = header
+    if valid:
+        grey = decode_image(data, encoding, height, width, step, bigendian)
+        assert grey.dtype == np.float32 and grey.shape == (height, width)
+        np.testing.assert_allclose(grey, reference(data, encoding, height, width, step,
+                                                   bigendian), atol=2e-7)
+    else:
+        try:
+            decode_image(data, encoding, height, width, step, bigendian)
+        except ImageError:
+            return
+        raise AssertionError(f'accepted an invalid image {encoding!r} {width}x{height} '
+                             f'step {step} bytes {len(data)}')
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(list(ENCODINGS)), st.integers(0, 4096))
+def test_huge_header_allocates_nothing(encoding, nbytes):
+    tracemalloc.start()
+    try:
+        decode_image(bytes(nbytes), encoding, 16384, 16384, 16384 * 8, False)
+    except ImageError:
+        pass
+    else:
+        raise AssertionError('a 16384x16384 header with short data was accepted')
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < 1 << 20
