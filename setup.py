@@ -33,6 +33,7 @@ setup(
             'xfeat_export = xfeat_ros.export:main',
             'xfeat_demo = xfeat_ros.demo:main',
             'xfeat_eval = xfeat_ros.evaluate:main',
+            'xfeat_bench = xfeat_ros.bench:main',
         ],
     },
 )

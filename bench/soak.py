@@ -150,6 +150,10 @@ def main(argv=None):
     found = re.search(r'final counts: (.*)', text)
     counts = ast.literal_eval(found.group(1))[''] if found else {}
     after = [s for s in samples if s[1] >= args.warmup]
+    done = [s[1] for s in after]
+    rss_slope = slope_per_10k(done, [s[3] for s in after])
+    gpu_slope = (slope_per_10k(done, [s[4] for s in after])
+                 if after and after[0][4] is not None else None)
     summary = {
         'frames_published': args.frames, 'keypoints_received': received['keypoints'],
         'matches_received': received['matches'], 'node_counts': counts,
@@ -157,12 +161,8 @@ def main(argv=None):
         'size': args.size, 'backend': args.backend, 'rate_hz': args.rate,
         'rss_kib_first': samples[0][3], 'rss_kib_after_warmup': after[0][3] if after else None,
         'rss_kib_end': samples[-1][3],
-        'rss_kib_slope_per_10k_frames': slope_per_10k([s[1] for s in after],
-                                                       [s[3] for s in after]),
-        'gpu_mib_end': samples[-1][4],
-        'gpu_mib_slope_per_10k_frames': (slope_per_10k([s[1] for s in after],
-                                                        [s[4] for s in after])
-                                         if after and after[0][4] is not None else None),
+        'rss_kib_slope_per_10k_frames': rss_slope,
+        'gpu_mib_end': samples[-1][4], 'gpu_mib_slope_per_10k_frames': gpu_slope,
         'samples': samples}
     lost = args.frames - received['keypoints']
     sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != 'samples'},

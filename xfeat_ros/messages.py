@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Conversions between pipeline results and ROS messages (host memory)."""
 
+import array
+
 import numpy as np
 
 from xfeat_ros.errors import MessagesMissingError
@@ -24,8 +26,28 @@ def message_types():
     return Keypoints, Matches
 
 
-def _f32(array):
-    return np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+def _typed(values, dtype, typecode):
+    """
+    Return ``values`` as an ``array.array`` for a ROS array field.
+
+    The generated message setters check NumPy arrays element by element in
+    Python (measured here: 19 ms for 4096 x 64 descriptors); an ``array.array``
+    of the field's type code is taken as it is (1 ms).
+    """
+    out = array.array(typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+    return out
+
+
+def _f32(values):
+    return _typed(values, np.float32, 'f')
+
+
+U32_CODE = 'I' if array.array('I').itemsize == 4 else 'L'
+
+
+def _u32(values):
+    return _typed(values, np.uint32, U32_CODE)
 
 
 def keypoints_msg(header, features):
@@ -57,8 +79,8 @@ def matches_msg(header, previous_stamp, previous, current, matches):
         sim = np.zeros(0, dtype=np.float32)
     else:
         idx0, idx1, sim = matches.idx0, matches.idx1, matches.similarity
-    msg.previous_indices = idx0.astype(np.uint32)
-    msg.current_indices = idx1.astype(np.uint32)
+    msg.previous_indices = _u32(idx0)
+    msg.current_indices = _u32(idx1)
     msg.similarities = _f32(sim)
     msg.previous_keypoints = _f32(previous.keypoints[idx0]) if len(idx0) else _f32([])
     msg.current_keypoints = _f32(current.keypoints[idx1]) if len(idx1) else _f32([])
@@ -85,5 +107,6 @@ def image_msg(pixels, encoding, stamp=None, frame_id=''):
     msg.encoding = encoding
     msg.is_bigendian = 0
     msg.step = int(pixels.shape[1] * pixels.shape[2] * pixels.dtype.itemsize)
-    msg.data = np.ascontiguousarray(pixels).astype(pixels.dtype.newbyteorder('<')).tobytes()
+    little = np.ascontiguousarray(pixels).astype(pixels.dtype.newbyteorder('<'), copy=False)
+    msg.data = _typed(little.view(np.uint8), np.uint8, 'B')
     return msg

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# xfeat_bench on the GPU machine, in one call of the device tool:
+#
+#   run(command="bash bench/run_gpu.sh", carry=[".devbench", ".upstream", ".whl"])
+#
+# 1. gpu.txt: date, GPU, driver, Python / PyTorch / CUDA / CuPy versions;
+# 2. pipeline mode (no ROS needed): our GPU engine at 1, 2, 4, 8, 16 frames in
+#    flight next to the PyTorch reference and upstream XFeat (.upstream/modules)
+#    at 640x480, 1280x720, 1920x1080 -> bench_pipeline.json;
+# 3. the carried cp312 ROS 2 wheels (.whl/) into the machine's Python and the
+#    message build (the set-up of bench/gpu_node_check.sh), then node mode at
+#    1x30, 4x60, 8x120 Hz and as fast as possible -> bench_node.json,
+#    bench_node_latency.png, node_logs.tar.gz (node and publisher logs);
+# 4. run.log: everything printed.
+#
+# Data: $XFEAT_BENCH_DATA (default .devbench/) holds models/xfeat_backbone.npz
+# and data/tum_fr2_desk/rgb/*.png (8 frames copied from ../shared; ignored by
+# git). Knobs: PIPELINE_ARGS, NODE_ARGS (extra xfeat_bench options), BACKEND,
+# PIPELINE_TIMEOUT, NODE_TIMEOUT (seconds).
+# Usage: bash bench/run_gpu.sh [all|pipeline|node]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT="${OUT:-/tmp/xfeat_bench}"
+mkdir -p "${OUT}"
+WHAT="${1:-all}"
+DATA="${XFEAT_BENCH_DATA:-${PWD}/.devbench}"
+BACKEND="${BACKEND:-pytorch}"
+IMAGES="${DATA}/data/tum_fr2_desk"
+WEIGHTS="${DATA}/models/xfeat_backbone.npz"
+export PYTHONUNBUFFERED=1
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+export XFEAT_ROS_WEIGHTS="${WEIGHTS}"
+exec > >(tee -a "${OUT}/run.log") 2>&1
+
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  python3 -c 'import sys, numpy, torch, cupy, onnxruntime; print("python", sys.version.split()[0], "numpy", numpy.__version__, "torch", torch.__version__, "cuda", torch.version.cuda, "cupy", cupy.__version__, "onnxruntime", onnxruntime.__version__)'
+  nproc
+} 2>&1 | tee "${OUT}/gpu.txt"
+
+rc_pipeline=0
+rc_node=0
+if [[ "${WHAT}" == all || "${WHAT}" == pipeline ]]; then
+  echo "== pipeline mode ($(date -u +%T))"
+  # shellcheck disable=SC2086
+  PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}" timeout "${PIPELINE_TIMEOUT:-240}" python3 -m xfeat_ros.bench \
+    pipeline --backend "${BACKEND}" --images "${IMAGES}" --weights "${WEIGHTS}" \
+    --upstream .upstream --json "${OUT}/bench_pipeline.json" ${PIPELINE_ARGS:-}
+  rc_pipeline=$?
+fi
+if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
+  echo "== ROS set-up ($(date -u +%T))"
+  # As bench/gpu_node_check.sh: the machine's python3 is a venv holding torch
+  # and cupy; .venv points at it and the ROS wheels go into it (the machine is
+  # thrown away after the lease).
+  if [[ -d .venv && ! -L .venv ]]; then
+    rm -rf .venv
+  fi
+  [[ -e .venv ]] || ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
+  if ! XFEAT_SETUP_PROFILE=ros \
+      XFEAT_PIP_ARGS="--no-index --find-links ${PWD}/.whl --no-build-isolation" \
+      bash scripts/setup_venv.sh > "${OUT}/setup.log" 2>&1; then
+    tail -n 40 "${OUT}/setup.log"
+    echo "run_gpu: ROS set-up failed"
+    exit 3
+  fi
+  # shellcheck disable=SC1091
+  source scripts/ros_env.sh
+  export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
+  echo "== node mode ($(date -u +%T))"
+  # shellcheck disable=SC2086
+  timeout "${NODE_TIMEOUT:-300}" python -m xfeat_ros.bench node --backend "${BACKEND}" --images "${IMAGES}" \
+    --weights "${WEIGHTS}" --log-dir /tmp/xfeat_bench_logs --json "${OUT}/bench_node.json" \
+    --png "${OUT}/bench_node_latency.png" ${NODE_ARGS:-}
+  rc_node=$?
+  tar czf "${OUT}/node_logs.tar.gz" -C /tmp xfeat_bench_logs
+fi
+echo "run_gpu: pipeline rc=${rc_pipeline} node rc=${rc_node} ($(date -u +%T))"
+exit $(( rc_pipeline != 0 ? rc_pipeline : rc_node ))
