@@ -24,6 +24,14 @@ GOLDEN_PAIRS = list(zip(list(GOLDEN_IMAGES)[:-1], list(GOLDEN_IMAGES)[1:]))
 FOUND_PX = 0.5
 
 
+def load_golden(shared_dir):
+    """Golden arrays per image stem and per (stem, stem) pair, from ../shared/golden."""
+    out = {stem: dict(np.load(shared_dir / 'golden' / f'{stem}.npz')) for stem in GOLDEN_IMAGES}
+    for a, b in GOLDEN_PAIRS:
+        out[(a, b)] = dict(np.load(shared_dir / 'golden' / f'{a}__{b}.npz'))
+    return out
+
+
 @dataclass
 class Parity:
     """How well features reproduce a golden image's features."""

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
+from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, load_golden, match_agreement, parity
 import numpy as np
 import pytest
 from xfeat_ros.decode import ENCODINGS
@@ -77,10 +77,7 @@ def engine(weights_npz):
 @pytest.fixture(scope='module')
 def golden(shared_dir):
     """Golden arrays per image and per pair."""
-    out = {stem: dict(np.load(shared_dir / 'golden' / f'{stem}.npz')) for stem in GOLDEN_IMAGES}
-    for a, b in GOLDEN_PAIRS:
-        out[(a, b)] = dict(np.load(shared_dir / 'golden' / f'{a}__{b}.npz'))
-    return out
+    return load_golden(shared_dir)
 
 
 @pytest.fixture(scope='module')

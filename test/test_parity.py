@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """CPU pipeline against upstream XFeat outputs (../shared/golden)."""
 
-from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
+from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, load_golden, match_agreement, parity
 import numpy as np
 import pytest
 
@@ -26,10 +26,7 @@ def features(cpu_pipeline, shared_dir):
 @pytest.fixture(scope='module')
 def golden(shared_dir):
     """Golden arrays per image and per pair."""
-    out = {stem: dict(np.load(shared_dir / 'golden' / f'{stem}.npz')) for stem in GOLDEN_IMAGES}
-    for a, b in GOLDEN_PAIRS:
-        out[(a, b)] = dict(np.load(shared_dir / 'golden' / f'{a}__{b}.npz'))
-    return out
+    return load_golden(shared_dir)
 
 
 @pytest.mark.parametrize('stem', list(GOLDEN_IMAGES))
