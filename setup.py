@@ -34,6 +34,7 @@ setup(
             'xfeat_demo = xfeat_ros.demo:main',
             'xfeat_eval = xfeat_ros.evaluate:main',
             'xfeat_bench = xfeat_ros.bench:main',
+            'xfeat_offline = xfeat_ros.offline:main',
         ],
     },
 )

@@ -64,6 +64,7 @@ REQUIREMENTS=(
   pytest
   hypothesis
   pyyaml
+  'rosbags>=0.11'
 )
 # The ROS runtime and message build wheels are the first 15 entries.
 ROS_REQUIREMENT_COUNT=15

@@ -61,3 +61,7 @@ class MessagesMissingError(XFeatError):
 
 class StampOrderError(ImageError):
     """An image's stamp is not later than its camera's previous image."""
+
+
+class BagError(XFeatError):
+    """A rosbag2 file cannot be read or written (missing, no image topic, exists)."""

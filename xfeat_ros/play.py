@@ -1,13 +1,19 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-``xfeat_play``: publish an image folder as a camera topic.
+``xfeat_play``: publish an image folder or a rosbag2 image topic as a camera topic.
 
 Understands plain folders and TUM / EuRoC layouts (see
 :mod:`xfeat_ros.image_files`). With timestamps in the layout, messages carry
 them and are paced like the recording (``--rate`` overrides the pacing,
 ``--restamp`` stamps with the current time instead). Images are decoded once
 up front, so the publish rate is not limited by disk or PNG decoding.
+
+A rosbag2 bag (a directory with ``metadata.yaml``, or a ``.db3`` / ``.mcap``
+file; read with ``rosbags``, see :mod:`xfeat_ros.bag`) plays the images of
+``--bag-topic`` (default: its first ``sensor_msgs/msg/Image`` topic) as
+recorded: header, encoding and bytes unchanged, paced by the bag's recording
+times. Bag images are streamed, not loaded up front.
 """
 
 import argparse
@@ -19,6 +25,7 @@ import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
+from xfeat_ros.bag import is_bag, read_images
 from xfeat_ros.errors import XFeatError
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
@@ -57,6 +64,54 @@ def load_frames(folder, encoding='keep', count=0):
     return out
 
 
+def wait_for_subscribers(publisher, timeout):
+    """Wait up to ``timeout`` s for a subscriber, then let the match settle."""
+    deadline = time.monotonic() + timeout
+    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if publisher.get_subscription_count():
+        # A reader counted here may not be matched on the writer's side yet; a
+        # first message sent at once can miss it.
+        time.sleep(SETTLE_S)
+
+
+def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
+                  wait_subscribers=10.0):
+    """
+    Publish the messages of ``source()`` on ``publisher``; return how many were published.
+
+    ``source`` returns a fresh iterable of ``(time_ns or None, msg)`` on each
+    call (once per pass). ``time_ns`` paces the messages; a message keeps its
+    header stamp unless ``restamp`` is set or its ``time_ns`` is None (then it
+    is stamped with the current time). Pacing: ``rate`` Hz if > 0, else the
+    ``time_ns`` differences, else 10 Hz.
+    """
+    wait_for_subscribers(publisher, wait_subscribers)
+    published = 0
+    gap = 0.0
+    while rclpy.ok():
+        start = first_time = None
+        for index, (time_ns, msg) in enumerate(source()):
+            if start is None:
+                start, first_time = time.monotonic() + gap, time_ns
+            if rate > 0:
+                due = start + index / rate
+            elif time_ns is not None and first_time is not None:
+                due = start + (time_ns - first_time) / 1e9
+            else:
+                due = start + index / 10.0
+            time.sleep(max(0.0, due - time.monotonic()))
+            if restamp or time_ns is None:
+                msg.header.stamp = node.get_clock().now().to_msg()
+            publisher.publish(msg)
+            published += 1
+        if not loop or start is None or not rclpy.ok():
+            break
+        gap = 1.0 / rate if rate > 0 else 0.1
+        restamp = True  # a replayed recording must not repeat its stamps
+    return published
+
+
 def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id='camera',
          wait_subscribers=10.0):
     """
@@ -64,53 +119,46 @@ def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id=
 
     Pacing: ``rate`` Hz if > 0, else the frames' own stamp differences, else 10 Hz.
     """
-    deadline = time.monotonic() + wait_subscribers
-    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if publisher.get_subscription_count():
-        # A reader counted here may not be matched on the writer's side yet; a
-        # first message sent at once can miss it.
-        time.sleep(SETTLE_S)
     messages = []
     for stamp, pixels, encoding in frames:
-        messages.append((stamp, image_msg(pixels, encoding, None, frame_id)))
-    published = 0
-    start = time.monotonic()
-    offset = 0.0
-    first_stamp = messages[0][0] if messages else None
-    while rclpy.ok():
-        for index, (stamp, msg) in enumerate(messages):
-            if rate > 0:
-                due = start + offset + index / rate
-            elif stamp is not None and first_stamp is not None:
-                due = start + offset + (stamp - first_stamp) / 1e9
-            else:
-                due = start + offset + index / 10.0
-            time.sleep(max(0.0, due - time.monotonic()))
-            if restamp or stamp is None:
-                msg.header.stamp = node.get_clock().now().to_msg()
-            else:
-                msg.header.stamp = stamp_msg(stamp)
-            publisher.publish(msg)
-            published += 1
-        if not loop:
-            break
-        offset = time.monotonic() - start + (1.0 / rate if rate > 0 else 0.1)
-        restamp = True  # a replayed recording must not repeat its stamps
-    return published
+        msg = image_msg(pixels, encoding, None if stamp is None else stamp_msg(stamp),
+                        frame_id)
+        messages.append((stamp, msg))
+    return play_messages(node, publisher, lambda: messages, rate, loop, restamp,
+                         wait_subscribers)
+
+
+def play_bag(node, publisher, path, topic='', rate=0.0, loop=False, restamp=False, count=0,
+             wait_subscribers=10.0):
+    """
+    Publish the images of a bag's image ``topic`` (empty: the first one) as recorded.
+
+    Returns how many messages were published. Pacing: ``rate`` Hz if > 0, else
+    the bag's recording times.
+    """
+    def source():
+        return ((timestamp, msg) for _, timestamp, msg in read_images(path, topic, count))
+    return play_messages(node, publisher, source, rate, loop, restamp, wait_subscribers)
 
 
 def main(argv=None):
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('folder', help='image folder, TUM or EuRoC sequence')
+    parser.add_argument('folder', metavar='SOURCE',
+                        help='image folder, TUM or EuRoC sequence, or rosbag2 bag '
+                             '(directory with metadata.yaml, .db3 or .mcap file)')
+    parser.add_argument('--bag-topic', default='',
+                        help='image topic to play from a bag (default: its first '
+                             'sensor_msgs/msg/Image topic)')
     parser.add_argument('--topic', default='image', help='image topic (default: image)')
     parser.add_argument('--rate', type=float, default=0.0,
                         help='Hz; default: the recording pace, else 10 Hz')
     parser.add_argument('--loop', action='store_true', help='play again until interrupted')
     parser.add_argument('--count', type=int, default=0, help='only the first N images')
-    parser.add_argument('--encoding', choices=ENCODINGS, default='keep')
-    parser.add_argument('--frame-id', default='camera')
+    parser.add_argument('--encoding', choices=ENCODINGS, default='keep',
+                        help='convert folder images (bags are always played as recorded)')
+    parser.add_argument('--frame-id', default='camera',
+                        help='frame_id of folder images (bags keep theirs)')
     parser.add_argument('--restamp', action='store_true', help='stamp with the current time')
     parser.add_argument('--reliability', choices=('reliable', 'best_effort'),
                         default='reliable')
@@ -118,16 +166,23 @@ def main(argv=None):
     parser.add_argument('--wait-subscribers', type=float, default=10.0,
                         help='seconds to wait for a subscriber before publishing')
     args, ros_args = parser.parse_known_args(argv)
+    bag = is_bag(args.folder)
+    if bag and args.encoding != 'keep':
+        parser.error('--encoding applies to image folders only; bags play as recorded')
     rclpy.init(args=ros_args)
     node = rclpy.create_node('xfeat_play')
     try:
-        frames = load_frames(args.folder, args.encoding, args.count)
         policy = (ReliabilityPolicy.RELIABLE if args.reliability == 'reliable'
                   else ReliabilityPolicy.BEST_EFFORT)
         publisher = node.create_publisher(Image, args.topic,
                                           QoSProfile(depth=args.depth, reliability=policy))
-        count = play(node, publisher, frames, args.rate, args.loop, args.restamp,
-                     args.frame_id, args.wait_subscribers)
+        if bag:
+            count = play_bag(node, publisher, args.folder, args.bag_topic, args.rate,
+                             args.loop, args.restamp, args.count, args.wait_subscribers)
+        else:
+            frames = load_frames(args.folder, args.encoding, args.count)
+            count = play(node, publisher, frames, args.rate, args.loop, args.restamp,
+                         args.frame_id, args.wait_subscribers)
         node.get_logger().info(f'published {count} images on {publisher.topic_name}')
     except XFeatError as exc:
         node.get_logger().error(str(exc))
