@@ -50,8 +50,13 @@ def _u32(values):
     return _typed(values, np.uint32, U32_CODE)
 
 
-def keypoints_msg(header, features):
-    """``xfeat_ros_msgs/Keypoints`` of :class:`Features` for the image ``header``."""
+def keypoints_msg(header, features, tracks=None):
+    """
+    Return the ``xfeat_ros_msgs/Keypoints`` of :class:`Features` for the image ``header``.
+
+    ``tracks`` is ``(track_ids uint64 [N], track_ages uint32 [N])`` from
+    :func:`xfeat_ros.tracks.propagate_tracks`, or None (empty track fields).
+    """
     keypoints_type, _ = message_types()
     msg = keypoints_type()
     msg.header = header
@@ -60,6 +65,9 @@ def keypoints_msg(header, features):
     msg.scores = _f32(features.scores)
     msg.descriptor_size = int(features.descriptors.shape[1])
     msg.descriptors = _f32(features.descriptors)
+    if tracks is not None:
+        msg.track_ids = _typed(tracks[0], np.uint64, 'Q')
+        msg.track_ages = _u32(tracks[1])
     return msg
 
 

@@ -17,7 +17,7 @@ error naming topic and reason and counted; the stream continues.
 """
 
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import math
 import signal
 import sys
@@ -39,6 +39,7 @@ from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import ImageError, ParameterError, StampOrderError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
 from xfeat_ros.preprocess import model_size
+from xfeat_ros.tracks import epipolar_inliers, propagate_tracks
 
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
@@ -141,12 +142,14 @@ def topic(camera, name):
 
 @dataclass
 class Frame:
-    """The last frame of a camera: stamp, host features, engine slot, (height, width)."""
+    """The last frame of a camera: stamp, host features, engine slot, size, tracks."""
 
     stamp: object
     features: object
     slot: object
     shape: tuple
+    track_ids: object = None   # uint64 [N]
+    track_ages: object = None  # uint32 [N]
 
 
 @dataclass
@@ -166,6 +169,7 @@ class CameraState:
     reliability: str = 'reliable'  # of the current subscription
     switch_pending: bool = False
     last_stamp_ns: int = 0         # newest accepted non-zero stamp
+    next_track_id: int = 0
     published_at: deque = field(default_factory=lambda: deque(maxlen=200))  # monotonic s
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=200))   # receipt->publish
 
@@ -501,13 +505,20 @@ class XFeatNode(Node):
         self.free_slots.clear()
         for state in self.cameras.values():
             if state.previous is not None:  # host features stay; the device slot does not
-                state.previous = Frame(state.previous.stamp, state.previous.features, None,
-                                       state.previous.shape)
+                state.previous = replace(state.previous, slot=None)
         return True
 
     def _publish(self, state, msg, received, features, matches, slot):
-        state.keypoints_pub.publish(keypoints_msg(msg.header, features))
         prev = state.previous
+        if prev is not None and matches is not None:
+            verified = epipolar_inliers(prev.features.keypoints[matches.idx0],
+                                        features.keypoints[matches.idx1])
+            ids, ages, state.next_track_id = propagate_tracks(
+                len(features), state.next_track_id, prev.track_ids, prev.track_ages,
+                matches.idx0[verified], matches.idx1[verified])
+        else:
+            ids, ages, state.next_track_id = propagate_tracks(len(features), state.next_track_id)
+        state.keypoints_pub.publish(keypoints_msg(msg.header, features, (ids, ages)))
         if prev is not None:
             if prev.shape != (msg.height, msg.width):
                 state.counts['matches_empty_size_change'] += 1
@@ -519,7 +530,8 @@ class XFeatNode(Node):
                                                   features, matches))
             if prev.slot is not None:
                 self._release(prev.slot)
-        state.previous = Frame(msg.header.stamp, features, slot, (msg.height, msg.width))
+        state.previous = Frame(msg.header.stamp, features, slot, (msg.height, msg.width), ids,
+                               ages)
         now = time.monotonic()
         with self.lock:
             state.counts['published'] += 1

@@ -31,6 +31,7 @@ from xfeat_ros.errors import BagError, ImageError, StampOrderError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg
 from xfeat_ros.node import stamp_ns
 from xfeat_ros.preprocess import model_size
+from xfeat_ros.tracks import epipolar_inliers, propagate_tracks
 
 LOG = logging.getLogger('xfeat_offline')
 KEYPOINTS_TYPE = 'xfeat_ros_msgs/msg/Keypoints'
@@ -52,6 +53,8 @@ class Previous:
     features: object
     slot: object
     shape: tuple
+    track_ids: object = None   # uint64 [N]
+    track_ages: object = None  # uint32 [N]
 
 
 def check_image(msg, last_stamp_ns):
@@ -79,6 +82,7 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
     counts = Counter()
     slots = [engine.alloc_slot(), engine.alloc_slot()]  # current and previous
     previous = None
+    next_id = 0
     last_stamp = 0
     topic = counts['topic'] = image_topic(input_bag, topic)
     store = typestore()
@@ -107,12 +111,22 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
             engine.synchronize()
             features = engine.features(slot)
             when = stamp or timestamp
-            out.write(connections[0], when, serialize_message(keypoints_msg(msg.header,
-                                                                            features)))
+            matched = engine.matches(slot) if comparable else None
+            if matched is not None:
+                verified = epipolar_inliers(previous.features.keypoints[matched.idx0],
+                                            features.keypoints[matched.idx1])
+                ids, ages, next_id = propagate_tracks(len(features), next_id, previous.track_ids,
+                                                      previous.track_ages,
+                                                      matched.idx0[verified],
+                                                      matched.idx1[verified])
+            else:
+                ids, ages, next_id = propagate_tracks(len(features), next_id)
+            out.write(connections[0], when, serialize_message(
+                keypoints_msg(msg.header, features, (ids, ages))))
             counts['frames'] += 1
             counts['keypoints'] += len(features)
             if previous is not None:
-                matches = engine.matches(slot) if comparable else None
+                matches = matched
                 if not comparable:
                     counts['matches_empty_size_change'] += 1
                     LOG.warning('%s: image size changed from %s to %s; wrote empty matches',
@@ -122,7 +136,7 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
                                 matches)))
                 counts['matches'] += 1
                 counts['matched'] += len(matches) if matches is not None else 0
-            previous = Previous(msg.header.stamp, features, slot, shape)
+            previous = Previous(msg.header.stamp, features, slot, shape, ids, ages)
     return counts
 
 

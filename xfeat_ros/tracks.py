@@ -1,0 +1,60 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Persistent track ids across frames of one camera (host, NumPy).
+
+A keypoint matched to the previous frame inherits that keypoint's id and its
+age + 1; an unmatched keypoint starts a new track (age 1) with the next id of
+the camera's counter, so ids are unique per camera and increase monotonically.
+Only matches that agree with the frame pair's epipolar geometry (a RANSAC
+fundamental matrix) carry a track on: a wrong match must not make an id jump
+across the image.
+"""
+
+import numpy as np
+
+MIN_VERIFY_MATCHES = 8
+RANSAC_SEED = 0
+
+
+def epipolar_inliers(points0, points1, threshold_px=3.0):
+    """
+    Return a bool [M] mask of matches consistent with one fundamental matrix.
+
+    ``points0``/``points1`` float [M, 2] pixels. RANSAC (fixed seed) with a
+    ``threshold_px`` epipolar distance; with fewer than 8 matches nothing can be
+    verified and no match is kept.
+    """
+    count = len(points0)
+    if count < MIN_VERIFY_MATCHES:
+        return np.zeros(count, dtype=bool)
+    import cv2
+    cv2.setRNGSeed(RANSAC_SEED)
+    _, mask = cv2.findFundamentalMat(np.asarray(points0, np.float64),
+                                     np.asarray(points1, np.float64), cv2.FM_RANSAC,
+                                     threshold_px, 0.999)
+    return np.zeros(count, dtype=bool) if mask is None else mask.reshape(-1) > 0
+
+
+def propagate_tracks(count, next_id, previous_ids=None, previous_ages=None, idx0=None,
+                     idx1=None):
+    """
+    Assign track ids and ages to ``count`` current keypoints.
+
+    ``previous_ids`` uint64 [N0] / ``previous_ages`` uint32 [N0] belong to the
+    previous frame (None: no previous frame); ``idx0``/``idx1`` int [M] are the
+    matches previous -> current. New ids are taken in keypoint order from
+    ``next_id``. Returns ``(ids uint64 [count], ages uint32 [count], next_id)``.
+    """
+    ids = np.zeros(count, dtype=np.uint64)
+    ages = np.ones(count, dtype=np.uint32)
+    inherited = np.zeros(count, dtype=bool)
+    if previous_ids is not None and idx0 is not None and len(idx0):
+        idx0 = np.asarray(idx0, dtype=np.int64)
+        idx1 = np.asarray(idx1, dtype=np.int64)
+        ids[idx1] = previous_ids[idx0]
+        ages[idx1] = previous_ages[idx0] + 1
+        inherited[idx1] = True
+    fresh = np.nonzero(~inherited)[0]
+    ids[fresh] = np.arange(next_id, next_id + len(fresh), dtype=np.uint64)
+    return ids, ages, int(next_id + len(fresh))
