@@ -39,7 +39,7 @@ from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import ImageError, ParameterError, StampOrderError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import epipolar_inliers, propagate_tracks
+from xfeat_ros.tracks import next_tracks
 
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
@@ -133,6 +133,22 @@ def validate_parameter(name, value):
 def stamp_ns(stamp):
     """Integer nanoseconds of a ``builtin_interfaces/Time``."""
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def check_image(msg, last_stamp_ns):
+    """
+    Raise the :class:`ImageError` for an image the node rejects on receipt.
+
+    Checks the header against the data, the 32 px minimum, and that a non-zero
+    stamp is later than ``last_stamp_ns``. Returns the stamp in nanoseconds.
+    """
+    validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+    model_size(msg.height, msg.width)
+    stamp = stamp_ns(msg.header.stamp)
+    if stamp and stamp <= last_stamp_ns:
+        raise StampOrderError(f'stamp {stamp} ns is not later than the previous image stamp '
+                              f'{last_stamp_ns} ns (repeated or out of order)')
+    return stamp
 
 
 def topic(camera, name):
@@ -342,13 +358,7 @@ class XFeatNode(Node):
             state.counts['received'] += 1
         self._count_gap(state, info)
         try:
-            validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
-            model_size(msg.height, msg.width)
-            stamp = stamp_ns(msg.header.stamp)
-            if stamp and stamp <= state.last_stamp_ns:
-                raise StampOrderError(
-                    f'stamp {stamp} ns is not later than the previous image stamp '
-                    f'{state.last_stamp_ns} ns (repeated or out of order)')
+            stamp = check_image(msg, state.last_stamp_ns)
         except ImageError as exc:
             self._reject(state, exc)
             return
@@ -510,14 +520,8 @@ class XFeatNode(Node):
 
     def _publish(self, state, msg, received, features, matches, slot):
         prev = state.previous
-        if prev is not None and matches is not None:
-            verified = epipolar_inliers(prev.features.keypoints[matches.idx0],
-                                        features.keypoints[matches.idx1])
-            ids, ages, state.next_track_id = propagate_tracks(
-                len(features), state.next_track_id, prev.track_ids, prev.track_ages,
-                matches.idx0[verified], matches.idx1[verified])
-        else:
-            ids, ages, state.next_track_id = propagate_tracks(len(features), state.next_track_id)
+        ids, ages, state.next_track_id = next_tracks(features, state.next_track_id, prev,
+                                                     matches)
         state.keypoints_pub.publish(keypoints_msg(msg.header, features, (ids, ages)))
         if prev is not None:
             if prev.shape != (msg.height, msg.width):

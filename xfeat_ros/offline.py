@@ -19,19 +19,16 @@ against the previous accepted one, empty when the image size changed.
 
 import argparse
 from collections import Counter
-from dataclasses import dataclass
 import logging
 from pathlib import Path
 import posixpath
 import sys
 
 from xfeat_ros.bag import image_topic, is_bag, read_images, STORAGES, typestore, writer
-from xfeat_ros.decode import validate_layout
-from xfeat_ros.errors import BagError, ImageError, StampOrderError, XFeatError
+from xfeat_ros.errors import BagError, ImageError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg
-from xfeat_ros.node import stamp_ns
-from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import epipolar_inliers, propagate_tracks
+from xfeat_ros.node import check_image, Frame
+from xfeat_ros.tracks import next_tracks
 
 LOG = logging.getLogger('xfeat_offline')
 KEYPOINTS_TYPE = 'xfeat_ros_msgs/msg/Keypoints'
@@ -43,29 +40,6 @@ def output_topics(topic):
     """Return ``(keypoints, matches)`` topics beside the image ``topic`` (same namespace)."""
     namespace = posixpath.dirname(topic).rstrip('/')
     return f'{namespace}/keypoints', f'{namespace}/matches'
-
-
-@dataclass
-class Previous:
-    """The last accepted frame: header stamp, host features, engine slot, (height, width)."""
-
-    stamp: object
-    features: object
-    slot: object
-    shape: tuple
-    track_ids: object = None   # uint64 [N]
-    track_ages: object = None  # uint32 [N]
-
-
-def check_image(msg, last_stamp_ns):
-    """Raise the node's :class:`ImageError` for an image it would reject on receipt."""
-    validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
-    model_size(msg.height, msg.width)
-    stamp = stamp_ns(msg.header.stamp)
-    if stamp and stamp <= last_stamp_ns:
-        raise StampOrderError(f'stamp {stamp} ns is not later than the previous image stamp '
-                              f'{last_stamp_ns} ns (repeated or out of order)')
-    return stamp
 
 
 def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
@@ -112,15 +86,7 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
             features = engine.features(slot)
             when = stamp or timestamp
             matched = engine.matches(slot) if comparable else None
-            if matched is not None:
-                verified = epipolar_inliers(previous.features.keypoints[matched.idx0],
-                                            features.keypoints[matched.idx1])
-                ids, ages, next_id = propagate_tracks(len(features), next_id, previous.track_ids,
-                                                      previous.track_ages,
-                                                      matched.idx0[verified],
-                                                      matched.idx1[verified])
-            else:
-                ids, ages, next_id = propagate_tracks(len(features), next_id)
+            ids, ages, next_id = next_tracks(features, next_id, previous, matched)
             out.write(connections[0], when, serialize_message(
                 keypoints_msg(msg.header, features, (ids, ages))))
             counts['frames'] += 1
@@ -136,7 +102,7 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
                                 matches)))
                 counts['matches'] += 1
                 counts['matched'] += len(matches) if matches is not None else 0
-            previous = Previous(msg.header.stamp, features, slot, shape, ids, ages)
+            previous = Frame(msg.header.stamp, features, slot, shape, ids, ages)
     return counts
 
 

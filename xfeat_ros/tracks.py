@@ -58,3 +58,20 @@ def propagate_tracks(count, next_id, previous_ids=None, previous_ages=None, idx0
     fresh = np.nonzero(~inherited)[0]
     ids[fresh] = np.arange(next_id, next_id + len(fresh), dtype=np.uint64)
     return ids, ages, int(next_id + len(fresh))
+
+
+def next_tracks(features, next_id, previous=None, matches=None):
+    """
+    Track ids and ages of a frame's ``features`` after matching it to ``previous``.
+
+    ``previous`` holds ``features``, ``track_ids`` and ``track_ages`` of the last
+    frame (None: none); ``matches`` is its :class:`xfeat_ros.pipeline.MatchResult`
+    (None: not comparable). Only epipolar-verified matches continue a track.
+    Returns ``(ids uint64 [N], ages uint32 [N], next_id)``.
+    """
+    if previous is None or matches is None:
+        return propagate_tracks(len(features), next_id)
+    verified = epipolar_inliers(previous.features.keypoints[matches.idx0],
+                                features.keypoints[matches.idx1])
+    return propagate_tracks(len(features), next_id, previous.track_ids, previous.track_ages,
+                            matches.idx0[verified], matches.idx1[verified])
