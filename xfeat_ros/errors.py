@@ -65,3 +65,7 @@ class StampOrderError(ImageError):
 
 class BagError(XFeatError):
     """A rosbag2 file cannot be read or written (missing, no image topic, exists)."""
+
+
+class CameraModelError(XFeatError):
+    """Camera intrinsics or distortion are missing, malformed or of an unsupported model."""
