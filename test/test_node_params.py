@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from rclpy.parameter import Parameter
 
 from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
-from xfeat_ros.node import PARAMETERS, validate_parameter
+from xfeat_ros.node import CAMERA_PARAMETERS, camera_parameter, PARAMETERS, validate_parameter
 
 REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
 
@@ -29,9 +30,22 @@ def test_validate_parameter_table():
     assert 'one of' in validate_parameter('input_qos_reliability', 'maybe')
     assert 'distinct' in validate_parameter('cameras', ['a', 'a'])
     assert 'invalid camera' in validate_parameter('cameras', ['/a'])
-    for name, (default, descriptor) in PARAMETERS.items():
-        assert validate_parameter(name, default) is None, name
+    for name, (default, descriptor) in {**PARAMETERS, **CAMERA_PARAMETERS}.items():
+        unset = isinstance(default, Parameter.Type)  # a list parameter with no default
+        assert validate_parameter(name, [] if unset else default) is None, name
         assert descriptor.description, name
+    assert validate_parameter('stereo_pairs', ['cam0:cam1', 'a:b']) is None
+    for bad in (['cam0'], ['cam0:cam0'], ['a:b', 'b:c'], ['a:b:c'], [':b']):
+        assert validate_parameter('stereo_pairs', bad), bad
+    assert validate_parameter('cam0.intrinsics', [500.0, 500.0, 320.0, 240.0]) is None
+    assert 'fx, fy > 0' in validate_parameter('cam0.intrinsics', [0.0, 500.0, 320.0, 240.0])
+    assert 'fx, fy > 0' in validate_parameter('intrinsics', [500.0, 500.0, 320.0])
+    assert 'finite' in validate_parameter('cam0.distortion_coeffs', [math.nan])
+    assert 'one of' in validate_parameter('cam0.distortion_model', 'fisheye')
+    assert 'one of' in validate_parameter('descriptor_encoding', 'bfloat16')
+    assert 'invalid camera' in validate_parameter('cameras', ['a:b'])
+    assert camera_parameter('', 'intrinsics') == 'intrinsics'
+    assert camera_parameter('stereo/left', 'intrinsics') == 'stereo.left.intrinsics'
 
 
 @pytest.fixture(scope='module')
@@ -122,9 +136,16 @@ def test_invalid_start_parameter_refuses_to_start(weights_npz, tmp_path):
 def test_config_documents_every_parameter_with_its_default():
     import yaml
     config = yaml.safe_load(REPO_CONFIG.read_text())['/**/xfeat']['ros__parameters']
-    assert set(config) == set(PARAMETERS)
-    for name, (default, _) in PARAMETERS.items():
-        assert config[name] == default, name
+    # A list parameter without a default cannot be written as an empty YAML list (rcl
+    # would type it as a byte array): the file shows it commented out, with an example.
+    unset = {name for name, (default, _) in {**PARAMETERS, **CAMERA_PARAMETERS}.items()
+             if isinstance(default, Parameter.Type)}
+    assert set(config) == set(PARAMETERS) - unset | {'distortion_model'}
+    for name, (default, _) in {**PARAMETERS, **CAMERA_PARAMETERS}.items():
+        if name not in unset:
+            assert config[name] == default, name
     text = REPO_CONFIG.read_text()
+    for name in unset:
+        assert f'    # {name}: [' in text, name
     for name in PARAMETERS:  # each has a comment line before it (or its group's)
-        assert f'    {name}:' in text
+        assert f'    {name}:' in text or f'    # {name}:' in text

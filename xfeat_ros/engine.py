@@ -12,6 +12,7 @@ flight). The node's loop is the same for every engine::
     ...                                    # up to max_frames_in_flight frames
     engine.synchronize()                   # one sync for the whole group
     engine.features(slot), engine.matches(slot)   # host copies, bounded by counts
+    engine.match_features(f0, f1)          # two host Features (stereo), synchronous
 
 On the CPU everything happens inside ``submit``/``submit_match`` and
 ``synchronize`` is a no-op; the GPU engine (``xfeat_ros.gpu``) enqueues device
@@ -66,6 +67,15 @@ class CpuEngine:
         idx0, idx1, sim = mutual_nn_match(previous.features.descriptors,
                                           slot.features.descriptors, self.min_cossim)
         slot.matches = MatchResult(idx0, idx1, sim)
+
+    def match_features(self, features0, features1):
+        """
+        Match two host :class:`Features` now (stereo pairs); return a :class:`MatchResult`.
+
+        Mutual nearest neighbours with the engine's ``min_cossim``; synchronous.
+        """
+        return MatchResult(*mutual_nn_match(features0.descriptors, features1.descriptors,
+                                            self.min_cossim))
 
     def synchronize(self):
         """Nothing is asynchronous on the CPU."""

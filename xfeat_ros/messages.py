@@ -6,6 +6,7 @@ import array
 
 import numpy as np
 
+from xfeat_ros.encoding import decode_descriptors, encode_descriptors
 from xfeat_ros.errors import MessagesMissingError
 from xfeat_ros.pipeline import Features
 
@@ -50,12 +51,15 @@ def _u32(values):
     return _typed(values, np.uint32, U32_CODE)
 
 
-def keypoints_msg(header, features, tracks=None):
+def keypoints_msg(header, features, tracks=None, encoding='float32'):
     """
     Return the ``xfeat_ros_msgs/Keypoints`` of :class:`Features` for the image ``header``.
 
     ``tracks`` is ``(track_ids uint64 [N], track_ages uint32 [N])`` from
-    :func:`xfeat_ros.tracks.propagate_tracks`, or None (empty track fields).
+    :func:`xfeat_ros.tracks.next_tracks`, or None (empty track fields).
+    ``encoding`` is how the descriptors travel: ``'float32'`` (the float32
+    ``descriptors`` field), ``'float16'`` or ``'int8'`` (bytes in
+    ``descriptor_data``, see :mod:`xfeat_ros.encoding`), or ``'none'``.
     """
     keypoints_type, _ = message_types()
     msg = keypoints_type()
@@ -64,7 +68,12 @@ def keypoints_msg(header, features, tracks=None):
     msg.keypoints = _f32(features.keypoints)
     msg.scores = _f32(features.scores)
     msg.descriptor_size = int(features.descriptors.shape[1])
-    msg.descriptors = _f32(features.descriptors)
+    msg.descriptor_encoding = encoding
+    if encoding == 'float32':
+        msg.descriptors = _f32(features.descriptors)
+    elif encoding != 'none':
+        msg.descriptor_data = _typed(encode_descriptors(features.descriptors, encoding),
+                                     np.uint8, 'B')
     if tracks is not None:
         msg.track_ids = _typed(tracks[0], np.uint64, 'Q')
         msg.track_ages = _u32(tracks[1])
@@ -96,11 +105,24 @@ def matches_msg(header, previous_stamp, previous, current, matches):
 
 
 def features_from_msg(msg):
-    """:class:`Features` of a received ``Keypoints`` message (copies nothing it need not)."""
+    """
+    :class:`Features` of a received ``Keypoints`` message, descriptors decoded to float32.
+
+    Descriptors are float32 [N, descriptor_size] for every encoding (float16
+    and int8 decoded as :func:`xfeat_ros.encoding.decode_descriptors` does),
+    and float32 [N, 0] when the message carries none (encoding ``'none'``).
+    """
     dim = int(msg.descriptor_size)
     keypoints = np.frombuffer(msg.keypoints, dtype=np.float32).reshape(-1, 2)
-    descriptors = np.frombuffer(msg.descriptors, dtype=np.float32).reshape(-1, dim)
     scores = np.frombuffer(msg.scores, dtype=np.float32)
+    encoding = msg.descriptor_encoding or 'float32'
+    if encoding == 'float32':
+        descriptors = np.frombuffer(msg.descriptors, dtype=np.float32).reshape(-1, dim)
+    elif encoding == 'none':
+        descriptors = np.zeros((len(keypoints), 0), dtype=np.float32)
+    else:
+        descriptors = decode_descriptors(np.frombuffer(msg.descriptor_data, dtype=np.uint8),
+                                         encoding, dim)
     return Features(keypoints, scores, descriptors, (msg.image_height, msg.image_width))
 
 
@@ -117,4 +139,71 @@ def image_msg(pixels, encoding, stamp=None, frame_id=''):
     msg.step = int(pixels.shape[1] * pixels.shape[2] * pixels.dtype.itemsize)
     little = np.ascontiguousarray(pixels).astype(pixels.dtype.newbyteorder('<'), copy=False)
     msg.data = _typed(little.view(np.uint8), np.uint8, 'B')
+    return msg
+
+
+# x, y, z (z = 0), score, track_id, track_age: one 32-byte little-endian point.
+CLOUD_DTYPE = np.dtype({'names': ['x', 'y', 'z', 'score', 'track_id', 'track_age'],
+                        'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u4'],
+                        'offsets': [0, 4, 8, 12, 16, 24], 'itemsize': 32})
+
+
+def keypoint_cloud_msg(header, features, track_ids, track_ages):
+    """
+    ``sensor_msgs/PointCloud2`` of one frame's keypoints, for RViz.
+
+    One point per keypoint: ``x``, ``y`` = pixel position, ``z`` = 0
+    (float32), ``score`` (float32), ``track_id`` (float64: exact up to 2^53,
+    PointField has no 64-bit integer) and ``track_age`` (uint32). Unorganized
+    (height 1, width N), dense, little-endian, ``header`` = the image's.
+    """
+    from sensor_msgs.msg import PointCloud2, PointField
+    points = np.zeros(len(features), dtype=CLOUD_DTYPE)
+    points['x'] = features.keypoints[:, 0]
+    points['y'] = features.keypoints[:, 1]
+    points['score'] = features.scores
+    points['track_id'] = track_ids
+    points['track_age'] = track_ages
+    kinds = {'<f4': PointField.FLOAT32, '<f8': PointField.FLOAT64, '<u4': PointField.UINT32}
+    msg = PointCloud2()
+    msg.header = header
+    msg.height, msg.width = 1, len(points)
+    msg.fields = [PointField(name=name, offset=CLOUD_DTYPE.fields[name][1],
+                             datatype=kinds[CLOUD_DTYPE.fields[name][0].str], count=1)
+                  for name in CLOUD_DTYPE.names]
+    msg.is_bigendian = False
+    msg.point_step = CLOUD_DTYPE.itemsize
+    msg.row_step = msg.point_step * msg.width
+    msg.is_dense = True
+    msg.data = _typed(points.view(np.uint8), np.uint8, 'B')
+    return msg
+
+
+def cloud_points(msg):
+    """Structured array [N] (:data:`CLOUD_DTYPE`) of a :func:`keypoint_cloud_msg` message."""
+    return np.frombuffer(msg.data, dtype=CLOUD_DTYPE)
+
+
+VINS_CHANNELS = ('id', 'u', 'v', 'velocity_x', 'velocity_y')
+
+
+def vins_feature_msg(header, normalized, track_ids, pixels, velocity):
+    """
+    ``sensor_msgs/PointCloud`` in the VINS-Mono / VINS-Fusion feature-tracker format.
+
+    ``normalized`` float [N, 2] undistorted normalized coordinates: points are
+    (x, y, 1); channels, in this order, ``id`` (track id as float32: exact up
+    to 2^24), ``u``, ``v`` (pixels) and ``velocity_x``, ``velocity_y``
+    (``velocity`` float [N, 2]). ``header`` = the image's.
+    """
+    from geometry_msgs.msg import Point32
+    from sensor_msgs.msg import ChannelFloat32, PointCloud
+    msg = PointCloud()
+    msg.header = header
+    msg.points = [Point32(x=x, y=y, z=1.0)
+                  for x, y in np.asarray(normalized, dtype=np.float32).tolist()]
+    columns = (np.asarray(track_ids, dtype=np.float64), pixels[:, 0], pixels[:, 1],
+               velocity[:, 0], velocity[:, 1])
+    msg.channels = [ChannelFloat32(name=name, values=_f32(values))
+                    for name, values in zip(VINS_CHANNELS, columns)]
     return msg

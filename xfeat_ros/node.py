@@ -31,21 +31,32 @@ import rclpy
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
+from std_msgs.msg import Header
 
-from xfeat_ros.decode import validate_layout
-from xfeat_ros.errors import ImageError, ParameterError, StampOrderError, XFeatError
-from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
+from xfeat_ros.camera import CameraModel, MODELS as DISTORTION_MODELS, undistort_points
+from xfeat_ros.debug_image import COLOR_BY, render_debug_image
+from xfeat_ros.decode import decode_image_msg, validate_layout
+from xfeat_ros.encoding import ENCODINGS
+from xfeat_ros.errors import (CameraModelError, ImageError, ParameterError, StampOrderError,
+                              XFeatError)
+from xfeat_ros.match import mutual_nn_match
+from xfeat_ros.messages import (image_msg, keypoint_cloud_msg, keypoints_msg, matches_msg,
+                                message_types, vins_feature_msg)
+from xfeat_ros.pipeline import MatchResult
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import next_tracks
+from xfeat_ros.tracks import next_tracks, track_velocity
 
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
-LIVE = ('top_k', 'threshold', 'min_cossim')
+ENGINE_LIVE = ('top_k', 'threshold', 'min_cossim')
+LIVE = ENGINE_LIVE + ('debug_image_color',)
 REJECT_LOG_PERIOD_S = 2.0
 DIAGNOSTICS_WINDOW_S = 5.0
+STEREO_WINDOW = 16  # published frames per side waiting for a stereo partner
 
 
 def _int(description, default, low, high, live=False):
@@ -60,10 +71,15 @@ def _float(description, default, low, high, live=False):
         floating_point_range=[FloatingPointRange(from_value=low, to_value=high, step=0.0)])
 
 
-def _str(description, default, choices=None):
+def _str(description, default, choices=None, live=False):
     return default, ParameterDescriptor(
-        type=ParameterType.PARAMETER_STRING, description=description, read_only=True,
+        type=ParameterType.PARAMETER_STRING, description=description, read_only=not live,
         additional_constraints=('one of: ' + ', '.join(choices)) if choices else '')
+
+
+def _bool(description, default):
+    return default, ParameterDescriptor(type=ParameterType.PARAMETER_BOOL, read_only=True,
+                                        description=description)
 
 
 PARAMETERS = {
@@ -102,19 +118,98 @@ PARAMETERS = {
     'output_qos_depth': _int('history depth of the keypoints/matches publishers', 10, 1, 1000),
     'output_qos_reliability': _str('keypoints/matches publisher reliability', 'reliable',
                                    tuple(RELIABILITY)),
+    'descriptor_encoding': _str('how descriptors travel in Keypoints: float32 (descriptors '
+                                'field), float16 or int8 (descriptor_data bytes)', 'float32',
+                                ENCODINGS),
+    'publish_descriptors': _bool('false: Keypoints carry no descriptors (descriptor_encoding '
+                                 'none), for consumers that only want tracks', True),
+    'publish_vins_features': _bool('publish c/feature (sensor_msgs/PointCloud, VINS-Mono / '
+                                   'VINS-Fusion feature format); needs the intrinsics: '
+                                   'parameter c.intrinsics or the topic c/camera_info', False),
+    'vins_velocity_units': _str('unit of the velocity_x/velocity_y channels of c/feature: '
+                                'pixels per second, or normalized image coordinates per '
+                                'second (what VINS-Fusion computes itself)', 'pixels',
+                                ('pixels', 'normalized')),
+    'publish_keypoint_cloud': _bool('publish c/keypoint_cloud (sensor_msgs/PointCloud2: x, y '
+                                    'pixels, z = 0, score, track_id, track_age) for RViz',
+                                    False),
+    'debug_image_color': _str('colour of the keypoints on c/debug_image (rendered only while '
+                              'subscribed) (live)', 'score', COLOR_BY, live=True),
+    'stereo_pairs': (Parameter.Type.STRING_ARRAY, ParameterDescriptor(
+        type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True,
+        description="camera pairs 'left:right' (names from cameras) matched left to right "
+                    'into left/stereo_matches, one Matches per synchronized pair; unset: none')),
+    'stereo_sync_tolerance_s': _float('largest stamp difference of a stereo pair, seconds '
+                                      '(0: stamps must be equal)', 0.0, 0.0, 1.0),
+}
+# Declared per camera c as 'c.<name>' ('/' in c becomes '.'; the unnamed camera: '<name>').
+CAMERA_PARAMETERS = {
+    'intrinsics': (Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
+        type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
+        description='[fx, fy, cx, cy] in pixels, for c/feature; unset: from c/camera_info')),
+    'distortion_model': _str('distortion model of the intrinsics parameter (ROS CameraInfo '
+                             'names)', 'plumb_bob', DISTORTION_MODELS),
+    'distortion_coeffs': (Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
+        type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
+        description='distortion coefficients in CameraInfo order (plumb_bob: k1 k2 p1 p2 k3; '
+                    'equidistant: k1 k2 k3 k4); unset: none')),
 }
 
 
-def validate_parameter(name, value):
-    """Return None if ``value`` is valid for parameter ``name``, else the reason."""
-    default, descriptor = PARAMETERS[name]
-    if isinstance(default, list):
+def camera_parameter(camera, name):
+    """Name of the per-camera parameter ``name`` of ``camera`` (see CAMERA_PARAMETERS)."""
+    return f'{camera.replace("/", ".")}.{name}' if camera else name
+
+
+def _spec(name):
+    if name in PARAMETERS:
+        return PARAMETERS[name]
+    return CAMERA_PARAMETERS[name.rsplit('.', 1)[-1]]
+
+
+def stereo_pairs(entries):
+    """Return ``[(left, right)]`` of ``stereo_pairs`` entries 'left:right', or raise ValueError."""
+    pairs = []
+    for entry in entries:
+        names = entry.split(':') if isinstance(entry, str) else []
+        if len(names) != 2 or not all(names) or names[0] == names[1]:
+            raise ValueError(f"entry {entry!r} is not 'left:right' with two different cameras")
+        pairs.append(tuple(names))
+    used = [name for pair in pairs for name in pair]
+    if len(set(used)) != len(used):
+        raise ValueError(f'a camera is in more than one pair: {entries}')
+    return pairs
+
+
+def _validate_list(name, value):
+    if name == 'cameras':
         if not all(isinstance(v, str) for v in value):
             return 'must be a list of strings'
         if len(set(value)) != len(value) or not value:
             return 'must be a non-empty list of distinct camera names'
-        bad = [v for v in value if v.strip('/') != v or ' ' in v]
+        bad = [v for v in value if v.strip('/') != v or ' ' in v or ':' in v]
         return f'invalid camera names {bad}' if bad else None
+    if name == 'stereo_pairs':
+        try:
+            stereo_pairs(value)
+        except ValueError as exc:
+            return str(exc)
+        return None
+    if not all(isinstance(v, float) and math.isfinite(v) for v in value):
+        return 'must be a list of finite floats'
+    if name.rsplit('.', 1)[-1] == 'intrinsics' and value and (
+            len(value) != 4 or value[0] <= 0 or value[1] <= 0):
+        return 'must be [fx, fy, cx, cy] with fx, fy > 0'
+    return None
+
+
+def validate_parameter(name, value):
+    """Return None if ``value`` is valid for parameter ``name``, else the reason."""
+    default, descriptor = _spec(name)
+    if isinstance(default, (list, Parameter.Type)):
+        if not isinstance(value, (list, tuple)):
+            return 'must be a list'
+        return _validate_list(name, list(value))
     if type(value) is not type(default):
         return f'must be of type {type(default).__name__}, got {type(value).__name__}'
     if isinstance(value, float) and not math.isfinite(value):
@@ -166,6 +261,7 @@ class Frame:
     shape: tuple
     track_ids: object = None   # uint64 [N]
     track_ages: object = None  # uint32 [N]
+    frame_id: str = ''
 
 
 @dataclass
@@ -188,6 +284,37 @@ class CameraState:
     next_track_id: int = 0
     published_at: deque = field(default_factory=lambda: deque(maxlen=200))  # monotonic s
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=200))   # receipt->publish
+    feature_pub: object = None     # VINS feature PointCloud (publish_vins_features)
+    cloud_pub: object = None       # keypoints PointCloud2 (publish_keypoint_cloud)
+    debug_pub: object = None       # debug image, rendered only while subscribed
+    camera_model: CameraModel = None  # from parameters or the camera_info topic
+    camera_info_sub: object = None
+    stereo: object = None          # the StereoPair this camera belongs to
+
+
+@dataclass
+class StereoPair:
+    """A configured left/right pair: recent frames of each side, waiting for a partner."""
+
+    left: str
+    right: str
+    publisher: object = None
+    recent: dict = field(default_factory=dict)  # camera name -> deque of [stamp_ns, Frame]
+
+
+def pair_partner(candidates, stamp, tolerance_ns):
+    """
+    Index of the unpaired candidate closest in time to ``stamp``, or None.
+
+    ``candidates`` is a sequence of ``[stamp_ns, frame]`` (``frame`` None once
+    paired); a candidate qualifies when ``|stamp_ns - stamp| <= tolerance_ns``.
+    """
+    best = None
+    for index, (other, frame) in enumerate(candidates):
+        gap = abs(other - stamp)
+        if frame is not None and gap <= tolerance_ns and (best is None or gap < best[0]):
+            best = (gap, index)
+    return None if best is None else best[1]
 
 
 def create_engine(backend, weights, gpu, num_threads, top_k, threshold, min_cossim, logger):
@@ -216,16 +343,16 @@ class XFeatNode(Node):
         """Declare parameters, build the engine (unless given), wire topics, start the worker."""
         super().__init__('xfeat', **kwargs)
         message_types()  # fail early, with the build command, if messages are missing
-        for name, (default, descriptor) in PARAMETERS.items():
-            try:
-                self.declare_parameter(name, default, descriptor)
-            except ParameterException as exc:
-                raise ParameterError(f'parameter {name}: {exc}') from exc
-        self.params = {name: self.get_parameter(name).value for name in PARAMETERS}
-        for name, value in self.params.items():
-            reason = validate_parameter(name, value)
-            if reason:
-                raise ParameterError(f'parameter {name}: {reason}')
+        self.params = {}
+        self._declare(PARAMETERS.items())
+        self._declare((camera_parameter(camera, name), spec)
+                      for camera in self.params['cameras']
+                      for name, spec in CAMERA_PARAMETERS.items())
+        self.pairs = stereo_pairs(self.params['stereo_pairs'])
+        unknown = {c for pair in self.pairs for c in pair} - set(self.params['cameras'])
+        if unknown:
+            raise ParameterError(f'parameter stereo_pairs: cameras {sorted(unknown)} are not '
+                                 f'in cameras {self.params["cameras"]}')
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.pending_config = {}
@@ -251,6 +378,26 @@ class XFeatNode(Node):
         self.worker = threading.Thread(target=self._work, name='xfeat_worker', daemon=True)
         self.worker.start()
 
+    def _declare(self, specs):
+        """Declare and validate parameters ``[(name, (default, descriptor))]``."""
+        for name, (default, descriptor) in specs:
+            try:
+                value = self.declare_parameter(name, default, descriptor).value
+            except ParameterException as exc:
+                raise ParameterError(f'parameter {name}: {exc}') from exc
+            if isinstance(default, Parameter.Type) and value is None:
+                value = []  # a list parameter left unset
+            reason = validate_parameter(name, value)
+            if reason:
+                raise ParameterError(f'parameter {name}: {reason}')
+            self.params[name] = value
+
+    def descriptor_encoding(self):
+        """The Keypoints descriptor encoding: the parameter, or 'none' without descriptors."""
+        if not self.params['publish_descriptors']:
+            return 'none'
+        return self.params['descriptor_encoding']
+
     # -- wiring -------------------------------------------------------------
     def _qos(self, prefix, reliability=None):
         reliability = reliability or self.params[f'{prefix}_reliability']
@@ -271,6 +418,52 @@ class XFeatNode(Node):
                                                       out_qos)
             self._subscribe(state, self.params['input_qos_reliability'])
             self.cameras[name] = state
+            state.debug_pub = self.create_publisher(Image, topic(name, 'debug_image'), 1)
+            if self.params['publish_keypoint_cloud']:
+                state.cloud_pub = self.create_publisher(PointCloud2,
+                                                        topic(name, 'keypoint_cloud'), out_qos)
+            if self.params['publish_vins_features']:
+                state.feature_pub = self.create_publisher(PointCloud, topic(name, 'feature'),
+                                                          out_qos)
+                self._camera_model(state)
+        for left, right in self.pairs:
+            pair = StereoPair(left, right, self.create_publisher(
+                matches_type, topic(left, 'stereo_matches'), out_qos))
+            pair.recent = {left: deque(), right: deque()}
+            self.cameras[left].stereo = self.cameras[right].stereo = pair
+
+    def _camera_model(self, state):
+        """Take the camera model from parameters, else subscribe ``c/camera_info``."""
+        intrinsics = self.params[camera_parameter(state.name, 'intrinsics')]
+        if intrinsics:
+            coeffs = self.params[camera_parameter(state.name, 'distortion_coeffs')]
+            model = self.params[camera_parameter(state.name, 'distortion_model')]
+            try:
+                state.camera_model = CameraModel.from_parameters(
+                    intrinsics, model if coeffs else 'none', coeffs)
+            except CameraModelError as exc:
+                raise ParameterError(f'camera {state.name!r} intrinsics parameters: {exc}') \
+                    from exc
+            return
+        # Best effort hears reliable and best-effort camera drivers alike.
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=5,
+                         reliability=ReliabilityPolicy.BEST_EFFORT)
+        state.camera_info_sub = self.create_subscription(
+            CameraInfo, topic(state.name, 'camera_info'),
+            lambda msg, s=state: self._on_camera_info(s, msg), qos)
+
+    def _on_camera_info(self, state, msg):
+        """Keep the newest valid camera model; count and log invalid ones."""
+        try:
+            model = CameraModel.from_camera_info(msg)
+        except CameraModelError as exc:
+            with self.lock:
+                state.counts['camera_info_rejected'] += 1
+            self.get_logger().error(f'{topic(state.name, "camera_info")}: {exc}',
+                                    throttle_duration_sec=5.0)
+            return
+        with self.lock:
+            state.camera_model = model
 
     def _subscribe(self, state, reliability):
         events = SubscriptionEventCallbacks(
@@ -308,7 +501,7 @@ class XFeatNode(Node):
     # -- parameters ---------------------------------------------------------
     def _on_set_parameters(self, parameters):
         for parameter in parameters:
-            if parameter.name not in PARAMETERS:
+            if parameter.name not in self.params:
                 return SetParametersResult(successful=False,
                                            reason=f'unknown parameter {parameter.name}')
             if parameter.name not in LIVE:
@@ -322,7 +515,8 @@ class XFeatNode(Node):
         with self.lock:
             for parameter in parameters:
                 self.params[parameter.name] = parameter.value
-                self.pending_config[parameter.name] = parameter.value
+                if parameter.name in ENGINE_LIVE:
+                    self.pending_config[parameter.name] = parameter.value
         return SetParametersResult(successful=True)
 
     # -- input --------------------------------------------------------------
@@ -520,9 +714,10 @@ class XFeatNode(Node):
 
     def _publish(self, state, msg, received, features, matches, slot):
         prev = state.previous
-        ids, ages, state.next_track_id = next_tracks(features, state.next_track_id, prev,
-                                                     matches)
-        state.keypoints_pub.publish(keypoints_msg(msg.header, features, (ids, ages)))
+        ids, ages, state.next_track_id, origin = next_tracks(features, state.next_track_id,
+                                                             prev, matches)
+        state.keypoints_pub.publish(keypoints_msg(msg.header, features, (ids, ages),
+                                                  self.descriptor_encoding()))
         if prev is not None:
             if prev.shape != (msg.height, msg.width):
                 state.counts['matches_empty_size_change'] += 1
@@ -534,13 +729,109 @@ class XFeatNode(Node):
                                                   features, matches))
             if prev.slot is not None:
                 self._release(prev.slot)
-        state.previous = Frame(msg.header.stamp, features, slot, (msg.height, msg.width), ids,
-                               ages)
+        frame = Frame(msg.header.stamp, features, slot, (msg.height, msg.width), ids, ages,
+                      msg.header.frame_id)
+        if state.cloud_pub is not None:
+            state.cloud_pub.publish(keypoint_cloud_msg(msg.header, features, ids, ages))
+        if state.feature_pub is not None:
+            self._publish_vins(state, msg, frame, prev, origin)
+        if state.debug_pub.get_subscription_count() > 0:
+            self._publish_debug(state, msg, frame, prev, matches, origin)
+        if state.stereo is not None:
+            self._pair_stereo(state, msg, frame)
+        state.previous = frame
         now = time.monotonic()
         with self.lock:
             state.counts['published'] += 1
             state.published_at.append(now)
             state.latency_ms.append((now - received) * 1000.0)
+
+    def _publish_vins(self, state, msg, frame, prev, origin):
+        """Publish ``c/feature`` (VINS format); count and warn while intrinsics are missing."""
+        with self.lock:
+            model = state.camera_model
+        if model is None or (model.width and (model.width, model.height) !=
+                             (msg.width, msg.height)):
+            reason = 'no_camera_info' if model is None else 'camera_info_size'
+            state.counts[f'feature_skipped_{reason}'] += 1
+            self.get_logger().warning(
+                f'{topic(state.name, "feature")}: not published, '
+                + ('no intrinsics yet (parameter '
+                   f'{camera_parameter(state.name, "intrinsics")} unset and nothing on '
+                   f'{topic(state.name, "camera_info")})' if model is None else
+                   f'camera_info is for {model.width}x{model.height} but the image is '
+                   f'{msg.width}x{msg.height}') + f' ({state.counts[f"feature_skipped_{reason}"]}'
+                ' frames so far)', throttle_duration_sec=5.0)
+            return
+        pixels = frame.features.keypoints
+        normalized = undistort_points(model, pixels)
+        dt_s = 0.0
+        if prev is not None:
+            dt_s = (stamp_ns(frame.stamp) - stamp_ns(prev.stamp)) / 1e9
+        if self.params['vins_velocity_units'] == 'normalized':
+            before = undistort_points(model, prev.features.keypoints) if prev is not None \
+                else normalized[:0]
+            velocity = track_velocity(normalized, before, origin, dt_s)
+        else:
+            velocity = track_velocity(pixels, prev.features.keypoints if prev is not None
+                                      else pixels[:0], origin, dt_s)
+        state.feature_pub.publish(vins_feature_msg(msg.header, normalized, frame.track_ids,
+                                                   pixels, velocity))
+
+    def _publish_debug(self, state, msg, frame, prev, matches, origin):
+        """Render and publish ``c/debug_image`` (only called while someone subscribes)."""
+        features = frame.features
+        previous_points = current_points = continued = None
+        if prev is not None and matches is not None and len(matches):
+            previous_points = prev.features.keypoints[matches.idx0]
+            current_points = features.keypoints[matches.idx1]
+            continued = origin[matches.idx1] == matches.idx0
+        canvas = render_debug_image(decode_image_msg(msg), features.keypoints, features.scores,
+                                    frame.track_ages, self.params['debug_image_color'],
+                                    previous_points, current_points, continued)
+        out = image_msg(canvas, 'bgr8', msg.header.stamp, msg.header.frame_id)
+        state.debug_pub.publish(out)
+        with self.lock:
+            state.counts['debug_images_rendered'] += 1
+
+    def _pair_stereo(self, state, msg, frame):
+        """
+        Pair a published frame with the other side's closest unpaired frame, then match.
+
+        Frames wait in their side's recent list (the last :data:`STEREO_WINDOW`);
+        one that leaves it unpaired is counted as ``stereo_unpaired``.
+        """
+        pair = state.stereo
+        other = pair.right if state.name == pair.left else pair.left
+        stamp = stamp_ns(frame.stamp)
+        tolerance = int(round(self.params['stereo_sync_tolerance_s'] * 1e9))
+        waiting = pair.recent[other]
+        index = pair_partner(waiting, stamp, tolerance)
+        if index is None:
+            mine = pair.recent[state.name]
+            if len(mine) == STEREO_WINDOW:
+                if mine.popleft()[1] is not None:
+                    state.counts['stereo_unpaired'] += 1
+            mine.append([stamp, frame])
+            return
+        partner = waiting[index][1]
+        waiting[index][1] = None
+        left, right = (frame, partner) if state.name == pair.left else (partner, frame)
+        try:
+            result = self.engine.match_features(left.features, right.features)
+        except (XFeatError, RuntimeError, MemoryError) as exc:
+            state.counts['stereo_engine_errors'] += 1
+            self.get_logger().error(f'stereo {pair.left}:{pair.right}: engine matching failed '
+                                    f'({exc!r}); matched on the CPU instead',
+                                    throttle_duration_sec=5.0)
+            result = MatchResult(*mutual_nn_match(left.features.descriptors,
+                                                  right.features.descriptors,
+                                                  self.params['min_cossim']))
+        header = Header(stamp=right.stamp, frame_id=right.frame_id)
+        pair.publisher.publish(matches_msg(header, left.stamp, left.features, right.features,
+                                           result))
+        with self.lock:
+            self.cameras[pair.left].counts['stereo_matches_published'] += 1
 
     def stats(self):
         """Per-camera counters (received, accepted, published, rejected, dropped...)."""

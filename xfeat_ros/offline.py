@@ -25,6 +25,7 @@ import posixpath
 import sys
 
 from xfeat_ros.bag import image_topic, is_bag, read_images, STORAGES, typestore, writer
+from xfeat_ros.encoding import ENCODINGS
 from xfeat_ros.errors import BagError, ImageError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg
 from xfeat_ros.node import check_image, Frame
@@ -42,7 +43,8 @@ def output_topics(topic):
     return f'{namespace}/keypoints', f'{namespace}/matches'
 
 
-def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
+def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3',
+                descriptor_encoding='float32'):
     """
     Run ``engine`` over the images of ``topic`` of ``input_bag`` into ``output_bag``.
 
@@ -50,7 +52,8 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
     the previous accepted frame of equal size, synchronize, read back).
     Returns a Counter: ``frames``, ``keypoints``, ``matches`` (messages),
     ``matched`` (pairs), ``matches_empty_size_change``, ``rejected`` and
-    ``rejected_<Reason>``, plus the ``topic`` read.
+    ``rejected_<Reason>``, plus the ``topic`` read. ``descriptor_encoding``
+    is the node parameter of that name (float32, float16, int8 or none).
     """
     from rclpy.serialization import serialize_message
     counts = Counter()
@@ -86,9 +89,9 @@ def process_bag(engine, input_bag, output_bag, topic='', storage='sqlite3'):
             features = engine.features(slot)
             when = stamp or timestamp
             matched = engine.matches(slot) if comparable else None
-            ids, ages, next_id = next_tracks(features, next_id, previous, matched)
+            ids, ages, next_id, _ = next_tracks(features, next_id, previous, matched)
             out.write(connections[0], when, serialize_message(
-                keypoints_msg(msg.header, features, (ids, ages))))
+                keypoints_msg(msg.header, features, (ids, ages), descriptor_encoding)))
             counts['frames'] += 1
             counts['keypoints'] += len(features)
             if previous is not None:
@@ -138,6 +141,10 @@ def main(argv=None):
                         help='heatmap detection threshold')
     parser.add_argument('--min-cossim', type=float, default=0.82,
                         help='matches need cosine above this (<= 0: no filter)')
+    parser.add_argument('--descriptor-encoding', choices=ENCODINGS + ('none',),
+                        default='float32',
+                        help='descriptors in the Keypoints messages (node parameter '
+                             'descriptor_encoding; none = publish_descriptors false)')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='[%(name)s] %(levelname)s: %(message)s')
     from xfeat_ros.node import create_engine
@@ -151,7 +158,7 @@ def main(argv=None):
                                args.top_k, args.threshold, args.min_cossim, LOG)
         LOG.info('engine %s on %s', engine.name, getattr(engine, 'device', 'cpu'))
         counts = process_bag(engine, args.input_bag, args.output_bag, args.topic,
-                             args.storage)
+                             args.storage, args.descriptor_encoding)
     except (XFeatError, ImportError) as exc:
         LOG.error('%s', exc)
         return 1

@@ -67,11 +67,32 @@ def next_tracks(features, next_id, previous=None, matches=None):
     ``previous`` holds ``features``, ``track_ids`` and ``track_ages`` of the last
     frame (None: none); ``matches`` is its :class:`xfeat_ros.pipeline.MatchResult`
     (None: not comparable). Only epipolar-verified matches continue a track.
-    Returns ``(ids uint64 [N], ages uint32 [N], next_id)``.
+    Returns ``(ids uint64 [N], ages uint32 [N], next_id, origin int64 [N])``:
+    ``origin`` is the index of the keypoint in the previous frame a track comes
+    from, -1 for a new track.
     """
+    origin = np.full(len(features), -1, dtype=np.int64)
     if previous is None or matches is None:
-        return propagate_tracks(len(features), next_id)
+        return (*propagate_tracks(len(features), next_id), origin)
     verified = epipolar_inliers(previous.features.keypoints[matches.idx0],
                                 features.keypoints[matches.idx1])
-    return propagate_tracks(len(features), next_id, previous.track_ids, previous.track_ages,
-                            matches.idx0[verified], matches.idx1[verified])
+    idx0, idx1 = matches.idx0[verified], matches.idx1[verified]
+    origin[idx1] = idx0
+    return (*propagate_tracks(len(features), next_id, previous.track_ids, previous.track_ages,
+                              idx0, idx1), origin)
+
+
+def track_velocity(pixels, previous_pixels, origin, dt_s):
+    """
+    Image velocity of each tracked keypoint, in (units of ``pixels``) per second.
+
+    ``pixels`` float [N, 2] of the current frame, ``previous_pixels`` float [N0, 2]
+    of the previous one, ``origin`` int [N] from :func:`next_tracks`. New tracks
+    (origin -1) and a non-positive ``dt_s`` give zero. Returns float32 [N, 2].
+    """
+    velocity = np.zeros((len(pixels), 2), dtype=np.float32)
+    tracked = np.nonzero(np.asarray(origin) >= 0)[0]
+    if dt_s > 0 and len(tracked):
+        moved = np.asarray(pixels)[tracked] - np.asarray(previous_pixels)[origin[tracked]]
+        velocity[tracked] = moved / dt_s
+    return velocity

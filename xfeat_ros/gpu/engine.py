@@ -189,6 +189,7 @@ class GpuEngine:
         self._workspaces = OrderedDict()
         self._raw = None
         self._scratch = ops.MatchScratch()
+        self._pair_slots = [None, None]  # match_features' descriptor uploads
         from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -363,6 +364,34 @@ class GpuEngine:
             self._launch(self._match_graphs, key, lambda: self._match(previous, slot))
             slot.done.record(stream)
         slot.matched = True
+
+    def match_features(self, features0, features1):
+        """
+        Match two host :class:`Features` on the device now; return a :class:`MatchResult`.
+
+        For stereo pairs, whose frames were published (and their slots possibly
+        reused) before the partner arrived: the float32 descriptors are
+        uploaded into two engine-owned slots and matched by the same kernels
+        as :meth:`submit_match`; one synchronization.
+        """
+        cupy = self.cupy
+        with cupy.cuda.Device(self.gpu), self.stream:
+            sides = []
+            for index, features in enumerate((features0, features1)):
+                n = len(features)
+                slot = self._pair_slots[index]
+                if slot is None or slot.capacity < max(n, 1):
+                    slot = self._pair_slots[index] = GpuSlot(max(n, self.top_k), self.desc_dim)
+                if n:
+                    slot.descriptors[:n].set(
+                        np.ascontiguousarray(features.descriptors, dtype=np.float32),
+                        stream=self.stream)
+                slot.count.set(np.array([n], dtype=np.int32), stream=self.stream)
+                slot.submitted = True
+                sides.append(slot)
+        self.submit_match(*sides)
+        self.synchronize()
+        return self.matches(sides[1])
 
     def synchronize(self):
         """One stream synchronization for every outstanding slot."""

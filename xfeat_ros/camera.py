@@ -1,0 +1,319 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Pinhole camera models with lens distortion, and stereo epipolar helpers (NumPy only).
+
+Coefficients as in sensor_msgs/CameraInfo: plumb_bob (k1, k2, p1, p2, k3), rational_polynomial
+(k1, k2, p1, p2, k3, k4, k5, k6), equidistant = fisheye (k1, k2, k3, k4) on the ray angle.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import yaml
+
+from xfeat_ros.errors import CameraModelError
+
+MODELS = ('none', 'plumb_bob', 'rational_polynomial', 'equidistant')
+EUROC_MODELS = {'radial-tangential': 'plumb_bob', 'radtan': 'plumb_bob', 'none': 'none',
+                'equidistant': 'equidistant', 'equi': 'equidistant'}
+MAX_ITERATIONS = 50
+TOLERANCE = 1e-12
+
+
+def _coefficients(model, coeffs):
+    """Validate float64 coefficients of a model; returns them as float64 [0|5|8|4]."""
+    if model not in MODELS:
+        raise CameraModelError(
+            f'unknown distortion_model {model!r} (supported: {", ".join(MODELS)})')
+    c = coeffs.reshape(-1)
+    if not np.all(np.isfinite(c)):
+        raise CameraModelError(f'non-finite distortion coefficients {c.tolist()}')
+    if model == 'none' and not np.any(c):
+        return np.zeros(0)
+    if model == 'plumb_bob' and len(c) in (4, 5):
+        return np.pad(c, (0, 5 - len(c)))
+    if model == 'rational_polynomial' and len(c) >= 8 and not np.any(c[8:] != 0):
+        return c[:8].copy()
+    if model == 'equidistant' and len(c) == 4:
+        return c
+    expected = {'none': '0 (or all zero)', 'plumb_bob': '4 or 5', 'equidistant': '4',
+                'rational_polynomial': '8 (more only if zero)'}[model]
+    raise CameraModelError(f'{model} distortion needs {expected} coefficients, got {c.tolist()}')
+
+
+@dataclass
+class CameraModel:
+    """
+    A calibrated pinhole camera with an optional lens distortion model.
+
+    ``matrix``: float64 [3, 3] K (fx, skew, cx / 0, fy, cy / 0, 0, 1);
+    ``distortion_model``: one of :data:`MODELS`; ``coeffs``: float64 [n] with n
+    = 0, 5, 8 or 4 for none, plumb_bob, rational_polynomial, equidistant;
+    ``width``/``height``: image size in pixels (int, 0 = unknown). Validated
+    and normalised on construction; raises :class:`CameraModelError`.
+    """
+
+    matrix: np.ndarray
+    distortion_model: str = 'none'
+    coeffs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    width: int = 0
+    height: int = 0
+
+    def __post_init__(self):
+        """Check K, the distortion model, its coefficients and the size."""
+        try:
+            k = np.asarray(self.matrix, dtype=np.float64)
+            coeffs = np.asarray(self.coeffs, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise CameraModelError(f'K or coefficients are not numbers: {exc}') from exc
+        if k.size != 9:
+            raise CameraModelError(f'camera matrix needs 9 values, got {k.size}')
+        k = k.reshape(3, 3)
+        if not np.any(k):
+            raise CameraModelError('camera matrix is all zero: uncalibrated camera')
+        if not np.all(np.isfinite(k)) or not (k[0, 0] > 0 and k[1, 1] > 0) or k[1, 0] != 0 \
+                or np.any(k[2] != (0.0, 0.0, 1.0)):
+            raise CameraModelError(f'camera matrix needs finite fx, fy > 0, [.., 0 0 1]: {k}')
+        self.matrix = k
+        self.distortion_model = str(self.distortion_model)
+        self.coeffs = _coefficients(self.distortion_model, coeffs)
+        self.width, self.height = int(self.width), int(self.height)
+        if self.width < 0 or self.height < 0:
+            raise CameraModelError(f'negative image size {self.width}x{self.height}')
+
+    @classmethod
+    def from_parameters(cls, intrinsics, distortion_model='none', coeffs=(), width=0, height=0):
+        """Build from intrinsics [fx, fy, cx, cy] (4 floats) and float coefficients."""
+        try:
+            values = np.asarray(intrinsics, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise CameraModelError(f'intrinsics are not numbers: {exc}') from exc
+        if values.size != 4:
+            raise CameraModelError(f'intrinsics need [fx, fy, cx, cy], got {values.tolist()}')
+        fx, fy, cx, cy = values
+        k = np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+        return cls(k, distortion_model, coeffs, width, height)
+
+    @classmethod
+    def from_camera_info(cls, msg):
+        """Build from a sensor_msgs/CameraInfo-like object (k: 9 floats, d, model, size)."""
+        d = list(msg.d)
+        model = msg.distortion_model if d else 'none'
+        return cls(np.asarray(msg.k, dtype=np.float64), model, d, msg.width, msg.height)
+
+    @classmethod
+    def from_euroc_yaml(cls, path):
+        """Build from a EuRoC/Kalibr ``sensor.yaml`` (pinhole, radtan or equidistant)."""
+        doc = _read_euroc(path)
+        try:
+            if doc.get('camera_model', 'pinhole') != 'pinhole':
+                raise CameraModelError(f'{path}: camera_model must be pinhole')
+            name = doc.get('distortion_model', 'none')
+            if name not in EUROC_MODELS:
+                raise CameraModelError(f'{path}: unknown distortion_model {name!r} '
+                                       f'(supported: {", ".join(EUROC_MODELS)})')
+            w, h = doc.get('resolution', (0, 0))
+            return cls.from_parameters(doc['intrinsics'], EUROC_MODELS[name],
+                                       doc.get('distortion_coefficients', ()), w, h)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CameraModelError(f'{path}: malformed camera yaml ({exc!r})') from exc
+
+
+def _read_euroc(path):
+    """Return the mapping of a EuRoC yaml file, without its ``%YAML:1.0`` line."""
+    try:
+        with open(path, encoding='utf-8') as f:
+            text = ''.join(line for line in f if not line.startswith('%YAML'))
+        doc = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CameraModelError(f'cannot read camera yaml {path}: {exc}') from exc
+    if not isinstance(doc, dict):
+        raise CameraModelError(f'{path}: camera yaml is not a mapping')
+    return doc
+
+
+def read_euroc_extrinsics(path):
+    """Return T_BS (float64 [4, 4], sensor-to-body) from a EuRoC ``sensor.yaml``."""
+    doc = _read_euroc(path)
+    try:
+        entry = doc['T_BS']
+        t = np.asarray(entry['data'], dtype=np.float64)
+        t = t.reshape(int(entry['rows']), int(entry['cols']))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CameraModelError(f'{path}: malformed T_BS ({exc!r})') from exc
+    _check_transform(t, f'{path}: T_BS')
+    return t
+
+
+def _check_transform(t, what):
+    """Raise unless ``t`` is a float [4, 4] rigid transform (orthonormal R, last row 0001)."""
+    if t.shape != (4, 4) or not np.all(np.isfinite(t)):
+        raise CameraModelError(f'{what} must be a finite 4x4 matrix')
+    if np.any(t[3] != (0.0, 0.0, 0.0, 1.0)) or \
+            np.abs(t[:3, :3].T @ t[:3, :3] - np.eye(3)).max() > 1e-3:
+        raise CameraModelError(f'{what} is not a rigid transform')
+
+
+def _points(values, what):
+    """Return ``values`` as float64 [N, 2]; raise CameraModelError otherwise."""
+    p = np.asarray(values, dtype=np.float64)
+    if p.size == 0:
+        return np.zeros((0, 2))
+    elif p.ndim != 2 or p.shape[1] != 2:
+        raise CameraModelError(f'{what} must have shape [N, 2], got {p.shape}')
+    return p
+
+
+def _radial(c, r2):
+    """Radial factor of plumb_bob/rational at r^2 (float64 array), and its r^2 derivative."""
+    k1, k2, k3 = c[0], c[1], c[4]
+    k4, k5, k6 = c[5:8] if len(c) == 8 else (0.0, 0.0, 0.0)
+    num = 1 + r2 * (k1 + r2 * (k2 + r2 * k3))
+    den = 1 + r2 * (k4 + r2 * (k5 + r2 * k6))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return num / den, ((k1 + r2 * (2 * k2 + 3 * k3 * r2)) * den
+                           - (k4 + r2 * (2 * k5 + 3 * k6 * r2)) * num) / (den * den)
+
+
+def _radtan(c, x, y):
+    """Distorted normalized (xd, yd) and the Jacobian terms (a, b, d) of plumb_bob/rational."""
+    p1, p2 = c[2], c[3]
+    r2 = x * x + y * y
+    radial, d_radial = _radial(c, r2)
+    xd = x * radial + 2 * p1 * x * y + p2 * (r2 + 2 * x * x)
+    yd = y * radial + p1 * (r2 + 2 * y * y) + 2 * p2 * x * y
+    # Jacobian [[a, b], [b, d]] of (xd, yd) with respect to (x, y).
+    a = radial + 2 * x * x * d_radial + 2 * p1 * y + 6 * p2 * x
+    b = 2 * x * y * d_radial + 2 * p1 * x + 2 * p2 * y
+    d = radial + 2 * y * y * d_radial + 6 * p1 * y + 2 * p2 * x
+    return xd, yd, a, b, d
+
+
+def _theta_d(c, theta):
+    """Fisheye distorted angle theta_d(theta) and its derivative, float64 arrays."""
+    t2 = theta * theta
+    poly = 1 + t2 * (c[0] + t2 * (c[1] + t2 * (c[2] + t2 * c[3])))
+    deriv = 1 + t2 * (3 * c[0] + t2 * (5 * c[1] + t2 * (7 * c[2] + t2 * 9 * c[3])))
+    return theta * poly, deriv
+
+
+def _valid_radius(model):
+    """Largest ideal radius (float: theta, or |(x, y)|) up to which the radial map increases."""
+    if model.distortion_model == 'equidistant':
+        r = np.linspace(0.0, np.pi / 2, 20001)
+        slope = _theta_d(model.coeffs, r)[1]
+    else:
+        r = np.linspace(0.0, 20.0, 20001)
+        radial, d_radial = _radial(model.coeffs, r * r)
+        slope = radial + 2 * r * r * d_radial
+    bad = np.flatnonzero(~(slope > 0))
+    return r[bad[0] - 1] if len(bad) else r[-1]
+
+
+def _invert_fisheye(c, xd, yd, limit):
+    """Newton on theta_d(theta) for float [N] distorted (xd, yd): ([N, 2] rays, [N] bool ok)."""
+    theta_d = np.hypot(xd, yd)
+    theta = np.minimum(theta_d, limit)
+    for _ in range(MAX_ITERATIONS):
+        value, deriv = _theta_d(c, theta)
+        step = (value - theta_d) / deriv
+        theta = np.clip(theta - step, 0.0, limit)
+        if not np.any(np.abs(step) > TOLERANCE):
+            break
+    ok = (np.abs(_theta_d(c, theta)[0] - theta_d) < 1e-9) & (theta < np.pi / 2)
+    scale = np.divide(np.tan(theta), theta_d, out=np.ones_like(theta), where=theta_d > 0)
+    return np.stack([xd * scale, yd * scale], axis=1), ok
+
+
+def _invert_radtan(c, xd, yd, limit):
+    """2-D Newton for plumb_bob/rational on float [N] (xd, yd): ([N, 2] rays, [N] bool ok)."""
+    x, y = xd.copy(), yd.copy()
+    for _ in range(MAX_ITERATIONS):
+        ex, ey, a, b, d = _radtan(c, x, y)
+        ex, ey, det = ex - xd, ey - yd, a * d - b * b
+        dx, dy = (d * ex - b * ey) / det, (a * ey - b * ex) / det
+        # Stay inside the monotonic radius so the iteration cannot reach a folded-back root.
+        shrink = np.minimum(1.0, limit / np.maximum(np.hypot(x - dx, y - dy), 1e-300))
+        x, y = (x - dx) * shrink, (y - dy) * shrink
+        if not np.any(np.abs(dx) + np.abs(dy) > TOLERANCE):
+            break
+    ex, ey = _radtan(c, x, y)[:2]
+    ok = (np.hypot(ex - xd, ey - yd) < 1e-9) & (np.hypot(x, y) < limit)
+    return np.stack([x, y], axis=1), ok
+
+
+def distort_normalized(model, points):
+    """Project ideal normalized coordinates (x/z, y/z) float [N, 2] to pixels float64 [N, 2]."""
+    p = _points(points, 'points')
+    x, y = p[:, 0], p[:, 1]
+    if model.distortion_model in ('plumb_bob', 'rational_polynomial'):
+        x, y = _radtan(model.coeffs, x, y)[:2]
+    elif model.distortion_model == 'equidistant':
+        r = np.hypot(x, y)
+        theta_d = _theta_d(model.coeffs, np.arctan(r))[0]
+        scale = np.divide(theta_d, r, out=np.ones_like(r), where=r > 1e-15)
+        x, y = x * scale, y * scale
+    k = model.matrix
+    return np.stack([k[0, 0] * x + k[0, 1] * y + k[0, 2], k[1, 1] * y + k[1, 2]], axis=1)
+
+
+def undistort_points(model, pixels):
+    """
+    Undistort pixels float [N, 2] to ideal normalized coordinates float64 [N, 2].
+
+    (x, y, 1) is the viewing ray. Vectorized Newton iterations (analytic Jacobian, at most
+    50, to ~1e-12) invert the distortion within the radius where it is monotonic; pixels
+    with no inverse there (beyond where the lens model folds back) come out NaN.
+    """
+    p = _points(pixels, 'pixels')
+    k = model.matrix
+    yd = (p[:, 1] - k[1, 2]) / k[1, 1]
+    xd = (p[:, 0] - k[0, 2] - k[0, 1] * yd) / k[0, 0]
+    if model.distortion_model == 'none':
+        return np.stack([xd, yd], axis=1)
+    invert = _invert_fisheye if model.distortion_model == 'equidistant' else _invert_radtan
+    with np.errstate(all='ignore'):
+        out, ok = invert(model.coeffs, xd, yd, _valid_radius(model))
+    out[~ok] = np.nan
+    return out
+
+
+def relative_pose_from_extrinsics(T_B_c0, T_B_c1):
+    """(R float64 [3, 3], t float64 [3]) with X1 = R X0 + t, from camera-to-body 4x4 poses."""
+    t0, t1 = (np.asarray(t, dtype=np.float64) for t in (T_B_c0, T_B_c1))
+    _check_transform(t0, 'T_B_c0')
+    _check_transform(t1, 'T_B_c1')
+    r1t = t1[:3, :3].T
+    return r1t @ t0[:3, :3], r1t @ (t0[:3, 3] - t1[:3, 3])
+
+
+def essential_matrix(R, t):
+    """Essential matrix [t]x R (float64 [3, 3]) of R float [3, 3] and t float [3]."""
+    tx, ty, tz = np.asarray(t, dtype=np.float64).reshape(3)
+    skew = np.array([[0.0, -tz, ty], [tz, 0.0, -tx], [-ty, tx, 0.0]])
+    return skew @ np.asarray(R, dtype=np.float64).reshape(3, 3)
+
+
+def epipolar_errors(model0, model1, R, t, pixels0, pixels1):
+    """
+    Symmetric epipolar distance in pixels, float64 [M], of matched pixels float [M, 2].
+
+    Distance of x1 to the line E x0 times camera 1's mean focal length, and of x0 to E^T x1
+    times camera 0's, averaged (normalized, undistorted coordinates). ``R``, ``t`` take camera
+    0 points to camera 1. NaN where a point cannot be undistorted or lies on the epipole.
+    """
+    p0, p1 = _points(pixels0, 'pixels0'), _points(pixels1, 'pixels1')
+    if len(p0) != len(p1):
+        raise CameraModelError(f'{len(p0)} pixels0 but {len(p1)} pixels1')
+    x0 = np.hstack([undistort_points(model0, p0), np.ones((len(p0), 1))])
+    x1 = np.hstack([undistort_points(model1, p1), np.ones((len(p1), 1))])
+    e = essential_matrix(R, t)
+    line1, line0 = x0 @ e.T, x1 @ e
+    algebraic = np.abs(np.sum(x1 * line1, axis=1))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        d1 = algebraic / np.hypot(line1[:, 0], line1[:, 1])
+        d0 = algebraic / np.hypot(line0[:, 0], line0[:, 1])
+    f0 = (model0.matrix[0, 0] + model0.matrix[1, 1]) / 2
+    f1 = (model1.matrix[0, 0] + model1.matrix[1, 1]) / 2
+    return 0.5 * (d0 * f0 + d1 * f1)
