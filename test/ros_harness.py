@@ -26,7 +26,7 @@ RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 def _ros_value(value):
     if isinstance(value, (list, tuple)):
-        return '[' + ','.join(f"'{v}'" for v in value) + ']'
+        return '[' + ','.join(f"'{v}'" if isinstance(v, str) else repr(v) for v in value) + ']'
     if isinstance(value, str):
         return value if value else "''"
     return str(value).lower() if isinstance(value, bool) else repr(value)

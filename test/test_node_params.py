@@ -11,7 +11,7 @@ from rclpy.parameter import Parameter
 from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
-from xfeat_ros.node import CAMERA_PARAMETERS, camera_parameter, PARAMETERS, validate_parameter
+from xfeat_ros.node import camera_parameter, CAMERA_PARAMETERS, PARAMETERS, validate_parameter
 
 REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
 

@@ -2,8 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Track ids: propagation rule and epipolar verification."""
 
+from types import SimpleNamespace
+
 import numpy as np
-from xfeat_ros.tracks import epipolar_inliers, propagate_tracks
+from xfeat_ros.pipeline import MatchResult
+from xfeat_ros.tracks import epipolar_inliers, next_tracks, propagate_tracks, track_velocity
 
 
 def test_first_frame_gets_fresh_ids():
@@ -49,3 +52,38 @@ def test_epipolar_inliers_reject_planted_outliers():
     assert not keep[outliers].any()
     assert keep[np.setdiff1d(np.arange(300), outliers)].mean() > 0.95
     assert not epipolar_inliers(p0[:7], p1[:7]).any()  # too few to verify
+
+
+def test_next_tracks_origin_and_velocity():
+    rng = np.random.default_rng(3)
+    prev_points = rng.uniform(0, 600, (40, 2)).astype(np.float32)
+    shift = np.array([4.0, -2.0], np.float32)
+    order = rng.permutation(40)
+    points = prev_points[order] + shift  # a pure translation: every match is epipolar-consistent
+    previous = SimpleNamespace(features=SimpleNamespace(keypoints=prev_points),
+                               track_ids=np.arange(100, 140, dtype=np.uint64),
+                               track_ages=np.full(40, 3, np.uint32))
+    features = Features41(np.vstack([points, [[5.0, 5.0]]]).astype(np.float32))
+    matches = MatchResult(order[:30], np.arange(30), np.ones(30, np.float32))
+    ids, ages, next_id, origin = next_tracks(features, 500, previous, matches)
+    np.testing.assert_array_equal(origin[:30], order[:30])
+    assert np.all(origin[30:] == -1)
+    np.testing.assert_array_equal(ids[:30], 100 + order[:30])
+    assert np.all(ages[:30] == 4) and np.all(ages[30:] == 1)
+    assert next_id == 500 + 11
+    velocity = track_velocity(features.keypoints, prev_points, origin, 0.5)
+    np.testing.assert_allclose(velocity[:30], np.tile(shift / 0.5, (30, 1)), atol=1e-4)
+    assert not velocity[30:].any()
+    assert not track_velocity(features.keypoints, prev_points, origin, 0.0).any()
+    ids, ages, next_id, origin = next_tracks(features, 7)
+    assert np.all(origin == -1) and next_id == 7 + 41
+
+
+class Features41:
+    """Minimal stand-in of pipeline.Features: keypoints and a length."""
+
+    def __init__(self, keypoints):
+        self.keypoints = keypoints
+
+    def __len__(self):
+        return len(self.keypoints)

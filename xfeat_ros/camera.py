@@ -10,7 +10,6 @@ Coefficients as in sensor_msgs/CameraInfo: plumb_bob (k1, k2, p1, p2, k3), ratio
 from dataclasses import dataclass, field
 
 import numpy as np
-import yaml
 
 from xfeat_ros.errors import CameraModelError
 
@@ -122,6 +121,7 @@ class CameraModel:
 
 def _read_euroc(path):
     """Return the mapping of a EuRoC yaml file, without its ``%YAML:1.0`` line."""
+    import yaml  # a declared dependency, imported where used as elsewhere in xfeat_ros
     try:
         with open(path, encoding='utf-8') as f:
             text = ''.join(line for line in f if not line.startswith('%YAML'))
@@ -317,3 +317,16 @@ def epipolar_errors(model0, model1, R, t, pixels0, pixels1):
     f0 = (model0.matrix[0, 0] + model0.matrix[1, 1]) / 2
     f1 = (model1.matrix[0, 0] + model1.matrix[1, 1]) / 2
     return 0.5 * (d0 * f0 + d1 * f1)
+
+
+def ideal_pixels(model, pixels):
+    """
+    Undistorted pixel coordinates: float [N, 2] pixels -> float64 [N, 2].
+
+    The points a distortion-free camera with the same K would see, so that
+    straight lines (and epipolar lines) stay straight.
+    """
+    normalized = undistort_points(model, pixels)
+    k = model.matrix
+    return np.stack([k[0, 0] * normalized[:, 0] + k[0, 1] * normalized[:, 1] + k[0, 2],
+                     k[1, 1] * normalized[:, 1] + k[1, 2]], axis=1)

@@ -20,9 +20,15 @@ Each dataset folder is recognised by its layout:
 Every method sees the same pairs: the xfeat_ros engines named by ``--backend``
 (CPU and GPU alike, through the engine contract) and, with ``--upstream DIR``,
 upstream XFeat itself (``detectAndCompute`` + ``match``, loaded with the same
-weights). The output folder gets ``results.md``, ``results.json`` and PNG
-plots (accuracy curves, errors along each pose sequence, the best and worst
-pair of each method with inliers green and outliers red). Metric conventions
+weights). With ``--descriptor-encoding`` the xfeat_ros methods are evaluated
+once per wire encoding of the descriptors (float32, float16, int8; see
+:mod:`xfeat_ros.encoding`): the descriptors are encoded and decoded after
+extraction and matched by mutual NN as a consumer of the wire format would,
+and the tables add the encoded bytes per frame and the share of the engine's
+float32 matches reproduced. The output folder gets ``results.md``,
+``results.json`` and PNG plots (accuracy curves, errors along each pose
+sequence, the best and worst pair of each method with inliers green and
+outliers red). Metric conventions
 are in :mod:`xfeat_ros.metrics`.
 """
 
@@ -41,7 +47,7 @@ import time
 
 import numpy as np
 
-from xfeat_ros.errors import BackendError, WeightsError, XFeatError
+from xfeat_ros.errors import BackendError, ParameterError, WeightsError, XFeatError
 from xfeat_ros.geometry import (essential_pose, estimate_homography, HOMOGRAPHY_METHODS,
                                 quaternion_to_matrix, RANSAC_SEED, relative_pose)
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
@@ -383,6 +389,92 @@ def create_engine_method(backend, args, slots):
     return EngineMethod(engine, slots)
 
 
+class EncodedMethod:
+    """
+    Run an :class:`EngineMethod` with its descriptors sent through a wire encoding.
+
+    ``extract`` runs the engine, encodes its float32 [N, 64] descriptors with
+    :func:`xfeat_ros.encoding.encode_descriptors` and keeps the decoded float32
+    [N, 64] copy; ``match`` is what a consumer of the wire format does:
+    :func:`xfeat_ros.match.mutual_nn_match` on two decoded sets. Several
+    encodings can wrap the same engine method (they share its slots; methods
+    run one after another). Each match also runs the engine's own match and
+    reports, through :meth:`match_extras`, how many of those (float32)
+    matches the encoded descriptors reproduce and the encoded bytes per frame.
+    """
+
+    def __init__(self, method_engine, encoding, min_cossim):
+        """Wrap ``method_engine`` (an :class:`EngineMethod`) for ``encoding``."""
+        from xfeat_ros.encoding import check_encoding
+        check_encoding(encoding)
+        self.inner = method_engine
+        self.encoding = encoding
+        self.min_cossim = float(min_cossim)
+        self.name = f'{method_engine.name} {encoding}'
+        slots = len(method_engine.slots)
+        self.descriptors = [None] * slots
+        self.frame_bytes = [0] * slots
+        self.extras = {}
+
+    def extract(self, slot, pixels, encoding):
+        """Detect and describe through the engine; returns keypoints float32 [N, 2]."""
+        from xfeat_ros.encoding import decode_descriptors, encode_descriptors
+        keypoints = self.inner.extract(slot, pixels, encoding)
+        features = self.inner.engine.features(self.inner.slots[slot])
+        wire = encode_descriptors(features.descriptors, self.encoding)
+        self.descriptors[slot] = decode_descriptors(wire, self.encoding,
+                                                    features.descriptors.shape[1])
+        self.frame_bytes[slot] = int(wire.size)
+        return keypoints
+
+    def match(self, slot0, slot1):
+        """Return mutual-NN matches ``(idx0, idx1)`` int64 [M] of the decoded descriptors."""
+        from xfeat_ros.match import mutual_nn_match
+        idx0, idx1, _ = mutual_nn_match(self.descriptors[slot0], self.descriptors[slot1],
+                                        self.min_cossim)
+        ref0, ref1 = self.inner.match(slot0, slot1)
+        width = max(len(self.descriptors[slot1]), 1)
+        reproduced = np.isin(ref0.astype(np.int64) * width + ref1,
+                             idx0.astype(np.int64) * width + idx1)
+        self.extras = {'descriptor_bytes0': self.frame_bytes[slot0],
+                       'descriptor_bytes1': self.frame_bytes[slot1],
+                       'float32_matches': len(ref0),
+                       'float32_matches_reproduced': int(reproduced.sum())}
+        return idx0, idx1
+
+    def match_extras(self):
+        """Return the encoding facts of the last match (bytes of both frames, agreement)."""
+        return dict(self.extras)
+
+
+def match_extras(method):
+    """Return the extra per-pair record fields of ``method``'s last match (may be empty)."""
+    extras = getattr(method, 'match_extras', None)
+    return extras() if extras is not None else {}
+
+
+def descriptor_encodings(values):
+    """
+    Return the encodings named by repeated and comma-separated ``values``, in order, once each.
+
+    ``values`` None (the option not given) returns None. Raises
+    :class:`xfeat_ros.errors.ParameterError` for an unknown name.
+    """
+    from xfeat_ros.encoding import check_encoding
+    if values is None:
+        return None
+    names = []
+    for value in values:
+        for name in (n.strip() for n in value.split(',')):
+            if name:
+                check_encoding(name)
+                if name not in names:
+                    names.append(name)
+    if not names:
+        raise ParameterError('--descriptor-encoding names no encoding')
+    return names
+
+
 # -- evaluation ------------------------------------------------------------------------------
 
 
@@ -463,6 +555,7 @@ def evaluate_homography(method, dataset, settings):
         records.append({'pair': pair.name, 'image0': pair.path0.name, 'image1': pair.path1.name,
                         'keypoints0': len(kp0), 'keypoints1': len(kp1), 'matches': len(idx0),
                         'inliers': int(inliers.sum()), 'corner_error_px': error,
+                        **match_extras(method),
                         'points0': points0, 'points1': points1, 'inlier_mask': inliers})
         LOG.info('%s %s %s: %d matches, %d inliers, corner error %.2f px', method.name,
                  dataset.name, pair.name, len(idx0), inliers.sum(), error)
@@ -525,7 +618,8 @@ def evaluate_pose(method, dataset, settings):
                             'rotation_error_deg': rot_err, 'translation_error_deg': trans_err,
                             'pose_error_deg': max(rot_err, trans_err),
                             'gt_rotation_deg': rotation_error_deg(np.eye(3), r_gt),
-                            'gt_baseline': float(np.linalg.norm(t_gt)), 'points0': points0,
+                            'gt_baseline': float(np.linalg.norm(t_gt)),
+                            **match_extras(method), 'points0': points0,
                             'points1': points1, 'inlier_mask': inliers})
             LOG.info('%s %s %d-%d: %d matches, %d inliers, rotation %.2f, translation %.2f deg',
                      method.name, dataset.name, i, j, len(idx0), inliers.sum(), rot_err,
@@ -538,6 +632,27 @@ def _median(values):
     return float(np.median(values)) if values else float('inf')
 
 
+def summarize_encoding(records):
+    """
+    Summarize the encoding fields of records (empty dict where records have none).
+
+    ``bytes_per_frame``: median over the distinct frames of the pairs of the
+    encoded descriptor bytes (N * D * itemsize); ``match_agreement``: share of
+    all the engine's float32 matches over the pairs that the encoded
+    descriptors reproduce (1.0 when there are none).
+    """
+    if not records or 'descriptor_bytes0' not in records[0]:
+        return {}
+    frame_bytes = {}
+    for r in records:
+        frame_bytes[r['image0']] = r['descriptor_bytes0']
+        frame_bytes[r['image1']] = r['descriptor_bytes1']
+    reference = sum(r['float32_matches'] for r in records)
+    reproduced = sum(r['float32_matches_reproduced'] for r in records)
+    return {'bytes_per_frame': float(np.median(list(frame_bytes.values()))),
+            'match_agreement': reproduced / reference if reference else 1.0}
+
+
 def summarize_homography(records):
     """Summarize homography records: pairs, MHA at 1/3/5 px, mean error, medians."""
     errors = [r['corner_error_px'] for r in records]
@@ -548,7 +663,8 @@ def summarize_homography(records):
             'mean_corner_error_px': float(np.mean(errors)) if records else float('inf'),
             'failures': len(errors) - len(finite),
             'median_matches': _median([r['matches'] for r in records]),
-            'median_inliers': _median([r['inliers'] for r in records])}
+            'median_inliers': _median([r['inliers'] for r in records]),
+            **summarize_encoding(records)}
 
 
 def summarize_pose(records):
@@ -561,7 +677,8 @@ def summarize_pose(records):
                 [r['translation_error_deg'] for r in records]),
             'failures': sum(not np.isfinite(r['pose_error_deg']) for r in records),
             'median_matches': _median([r['matches'] for r in records]),
-            'median_inliers': _median([r['inliers'] for r in records])}
+            'median_inliers': _median([r['inliers'] for r in records]),
+            **summarize_encoding(records)}
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -580,21 +697,41 @@ def _fmt(value, digits=2):
     return str(value)
 
 
+def _encoding_cells(summary, shown):
+    """Return the Markdown cells of bytes per frame and match agreement (where ``shown``)."""
+    if not shown:
+        return ''
+    if 'bytes_per_frame' not in summary:
+        return ' - | - |'
+    return (f" {_fmt(summary['bytes_per_frame'], 0)} | "
+            f"{_fmt(summary['match_agreement'], 4)} |")
+
+
 def markdown_tables(results):
-    """Return the results as Markdown: per dataset a summary table and a per-pair table."""
+    """
+    Return the results as Markdown: per dataset a summary table and a per-pair table.
+
+    Where a method ran with a descriptor encoding, the summary tables get two
+    more columns: bytes per frame and match agreement with float32.
+    """
     lines = []
     for data in results['datasets']:
         methods = list(data['summary'])
         lines += [f"### {data['name']} ({data['layout']}, {data['kind']})", '']
+        shown = any('bytes_per_frame' in s or 'bytes_per_frame' in s.get('all', {})
+                    for s in data['summary'].values())
+        head = ' bytes/frame | agreement with float32 |' if shown else ''
+        rule = '---|---|' if shown else ''
         if data['kind'] == 'homography':
             lines += ['| method | pairs | MHA@1px | MHA@3px | MHA@5px | mean corner err px | '
-                      'median matches | median inliers |', '|---|---|---|---|---|---|---|---|']
+                      'median matches | median inliers |' + head,
+                      '|---|---|---|---|---|---|---|---|' + rule]
             for m in methods:
                 s = data['summary'][m]
                 lines.append(f"| {m} | {s['pairs']} | {_fmt(s['mha@1px'])} | "
                              f"{_fmt(s['mha@3px'])} | {_fmt(s['mha@5px'])} | "
                              f"{_fmt(s['mean_corner_error_px'])} | {_fmt(s['median_matches'], 0)}"
-                             f" | {_fmt(s['median_inliers'], 0)} |")
+                             f" | {_fmt(s['median_inliers'], 0)} |" + _encoding_cells(s, shown))
             lines += ['', '| pair | ' + ' | '.join(
                 f'{m}: corner err px (matches / inliers)' for m in methods) + ' |',
                 '|---|' + '---|' * len(methods)]
@@ -607,8 +744,8 @@ def markdown_tables(results):
                 lines.append(f"| {record['pair']} | " + ' | '.join(cells) + ' |')
         else:
             lines += ['| method | gap | pairs | AUC@5 | AUC@10 | AUC@20 | median rot err deg | '
-                      'median transl err deg | failures | median matches | median inliers |',
-                      '|---|---|---|---|---|---|---|---|---|---|---|']
+                      'median transl err deg | failures | median matches | median inliers |'
+                      + head, '|---|---|---|---|---|---|---|---|---|---|---|' + rule]
             for m in methods:
                 for gap, s in data['summary'][m].items():
                     lines.append(
@@ -616,7 +753,8 @@ def markdown_tables(results):
                         f"{_fmt(s['auc@10deg'], 3)} | {_fmt(s['auc@20deg'], 3)} | "
                         f"{_fmt(s['median_rotation_error_deg'])} | "
                         f"{_fmt(s['median_translation_error_deg'])} | {s['failures']} | "
-                        f"{_fmt(s['median_matches'], 0)} | {_fmt(s['median_inliers'], 0)} |")
+                        f"{_fmt(s['median_matches'], 0)} | {_fmt(s['median_inliers'], 0)} |"
+                        + _encoding_cells(s, shown))
         lines.append('')
     return '\n'.join(lines)
 
@@ -854,6 +992,11 @@ def build_parser():
                             help='TUM intrinsics (default: freiburg2)')
     parser.add_argument('--dist', type=float, nargs='+', default=TUM_FR2['dist'],
                         help='TUM distortion k1 k2 p1 p2 [k3] (default: freiburg2)')
+    parser.add_argument('--descriptor-encoding', action='append', metavar='ENCODING',
+                        help='evaluate the xfeat_ros methods with descriptors sent through '
+                             'these wire encodings (float32, float16, int8; repeatable or '
+                             'comma-separated), one method each, with bytes per frame and '
+                             'agreement with float32 matches; default: the plain engine')
     parser.add_argument('--no-plots', action='store_true', help='tables only')
     return parser
 
@@ -873,8 +1016,11 @@ def run(args, command='xfeat_eval'):
     weights_path = resolve_weights(args.weights)
     args.weights = str(weights_path)
     slots = max(2, max(args.gaps) + 1)
+    encodings = descriptor_encodings(args.descriptor_encoding)
     methods = [create_engine_method(b.strip(), args, slots)
                for b in args.backend.split(',') if b.strip() and b.strip() != 'none']
+    if encodings:
+        methods = [EncodedMethod(m, e, args.min_cossim) for m in methods for e in encodings]
     if args.upstream:
         methods.append(UpstreamMethod(args.upstream, load_weights(weights_path), slots,
                                       args.top_k, args.threshold, args.min_cossim,
@@ -890,6 +1036,7 @@ def run(args, command='xfeat_eval'):
         'versions': _versions(args.upstream is not None),
         'weights': str(weights_path), 'top_k': args.top_k, 'threshold': args.threshold,
         'min_cossim': args.min_cossim, 'methods': [m.name for m in methods],
+        'descriptor_encodings': encodings,
         'upstream': None if not args.upstream else {
             'dir': str(args.upstream), 'commit': _upstream_commit(args.upstream)},
         'settings': settings.describe(), 'datasets': [], 'plots': []}
@@ -925,7 +1072,8 @@ def run(args, command='xfeat_eval'):
               f"{results['date']}; {results['machine']['platform']}; methods: "
               + ', '.join(results['methods']), '',
               f'top_k {args.top_k}, detection threshold {args.threshold}, min_cossim '
-              f'{args.min_cossim}; weights {weights_path.name}', '']
+              f'{args.min_cossim}; weights {weights_path.name}'
+              + (f"; descriptor encodings {', '.join(encodings)}" if encodings else ''), '']
     header += [f'- {key}: {value}' for key, value in results['settings'].items()] + ['']
     markdown = '\n'.join(header) + '\n' + markdown_tables(results)
     (args.out / 'results.md').write_text(markdown)

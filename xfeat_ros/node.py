@@ -25,6 +25,7 @@ import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+import numpy as np
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType, SetParametersResult)
 import rclpy
@@ -37,7 +38,8 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 from std_msgs.msg import Header
 
-from xfeat_ros.camera import CameraModel, MODELS as DISTORTION_MODELS, undistort_points
+from xfeat_ros.camera import (CameraModel, ideal_pixels, MODELS as DISTORTION_MODELS,
+                              undistort_points)
 from xfeat_ros.debug_image import COLOR_BY, render_debug_image
 from xfeat_ros.decode import decode_image_msg, validate_layout
 from xfeat_ros.encoding import ENCODINGS
@@ -48,7 +50,7 @@ from xfeat_ros.messages import (image_msg, keypoint_cloud_msg, keypoints_msg, ma
                                 message_types, vins_feature_msg)
 from xfeat_ros.pipeline import MatchResult
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import next_tracks, track_velocity
+from xfeat_ros.tracks import epipolar_inliers, next_tracks, track_velocity
 
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
@@ -141,6 +143,10 @@ PARAMETERS = {
                     'into left/stereo_matches, one Matches per synchronized pair; unset: none')),
     'stereo_sync_tolerance_s': _float('largest stamp difference of a stereo pair, seconds '
                                       '(0: stamps must be equal)', 0.0, 0.0, 1.0),
+    'stereo_epipolar_check_px': _float(
+        'keep only stereo matches within this epipolar distance of one RANSAC fundamental '
+        'matrix, fitted on undistorted pixels when both cameras have intrinsics (0: keep '
+        'every mutual nearest neighbour)', 0.0, 0.0, 100.0),
 }
 # Declared per camera c as 'c.<name>' ('/' in c becomes '.'; the unnamed camera: '<name>').
 CAMERA_PARAMETERS = {
@@ -393,7 +399,7 @@ class XFeatNode(Node):
             self.params[name] = value
 
     def descriptor_encoding(self):
-        """The Keypoints descriptor encoding: the parameter, or 'none' without descriptors."""
+        """Return the Keypoints descriptor encoding ('none' when descriptors are off)."""
         if not self.params['publish_descriptors']:
             return 'none'
         return self.params['descriptor_encoding']
@@ -418,13 +424,16 @@ class XFeatNode(Node):
                                                       out_qos)
             self._subscribe(state, self.params['input_qos_reliability'])
             self.cameras[name] = state
-            state.debug_pub = self.create_publisher(Image, topic(name, 'debug_image'), 1)
+            state.debug_pub = self.create_publisher(Image, topic(name, 'debug_image'), out_qos)
             if self.params['publish_keypoint_cloud']:
                 state.cloud_pub = self.create_publisher(PointCloud2,
                                                         topic(name, 'keypoint_cloud'), out_qos)
             if self.params['publish_vins_features']:
                 state.feature_pub = self.create_publisher(PointCloud, topic(name, 'feature'),
                                                           out_qos)
+            stereo_check = self.params['stereo_epipolar_check_px'] > 0 and any(
+                name in pair for pair in self.pairs)
+            if self.params['publish_vins_features'] or stereo_check:
                 self._camera_model(state)
         for left, right in self.pairs:
             pair = StereoPair(left, right, self.create_publisher(
@@ -827,11 +836,32 @@ class XFeatNode(Node):
             result = MatchResult(*mutual_nn_match(left.features.descriptors,
                                                   right.features.descriptors,
                                                   self.params['min_cossim']))
+        threshold = self.params['stereo_epipolar_check_px']
+        if threshold > 0 and len(result):
+            result = self._stereo_verified(pair, left.features, right.features, result,
+                                           threshold)
         header = Header(stamp=right.stamp, frame_id=right.frame_id)
         pair.publisher.publish(matches_msg(header, left.stamp, left.features, right.features,
                                            result))
         with self.lock:
             self.cameras[pair.left].counts['stereo_matches_published'] += 1
+
+    def _stereo_verified(self, pair, left, right, result, threshold_px):
+        """
+        Keep the stereo matches that fit one RANSAC fundamental matrix.
+
+        With both cameras' intrinsics the fit runs on undistorted pixels (the
+        lens distortion bends epipolar lines); without them on raw pixels.
+        """
+        points = [left.keypoints[result.idx0], right.keypoints[result.idx1]]
+        with self.lock:
+            models = [self.cameras[pair.left].camera_model, self.cameras[pair.right].camera_model]
+        if all(model is not None for model in models):
+            points = [ideal_pixels(model, p) for model, p in zip(models, points)]
+        keep = epipolar_inliers(*points, threshold_px)
+        self.cameras[pair.left].counts['stereo_matches_rejected_epipolar'] += int(
+            np.sum(~keep))
+        return MatchResult(result.idx0[keep], result.idx1[keep], result.similarity[keep])
 
     def stats(self):
         """Per-camera counters (received, accepted, published, rejected, dropped...)."""
