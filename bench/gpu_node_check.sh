@@ -8,7 +8,11 @@
 #
 # Here, once:   echo /.whl/ >> .git/info/exclude   and download the wheels (see
 #               the README, "GPU"); the test data travel in .devshared/.
-# Device call:  run(command="bash bench/gpu_node_check.sh", carry=[".whl", ".devshared"])
+# Device calls (the carry limit is 64 MiB, so wheels and data travel in two calls
+# to one warm machine; the installed wheels stay in its Python between calls):
+#   run(command="bash bench/gpu_node_check.sh --co -q", carry=[".whl"])   # install
+#   run(command="bash bench/gpu_node_check.sh", carry=[".devshared"])     # test
+# Arguments: test files / pytest arguments (default: every end-to-end node test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/xfeat_out}"
@@ -32,5 +36,14 @@ XFEAT_SETUP_PROFILE=ros \
 # shellcheck disable=SC1091
 source scripts/ros_env.sh
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if compgen -G '.whl/rosbags-*.whl' > /dev/null; then  # for the offline (bag) tests
+  python -m pip install -q --no-index --find-links "$PWD/.whl" 'rosbags>=0.11' 2>&1 \
+    | tee -a "${OUT}/setup.log"
+fi
 python -c 'import rclpy, cupy, torch, xfeat_ros_msgs.msg; print("ros+gpu ok", torch.__version__)'
-python -m pytest -p no:cacheprovider -q -rs test/test_gpu_node.py "$@" 2>&1 | tee "${OUT}/gpu_node.log"
+# Default: every test that runs the node (or xfeat_offline) end to end; on this
+# machine backend auto picks the PyTorch + CUDA engine, so they run the GPU path.
+TESTS=(test/test_gpu_node.py test/test_node_outputs.py test/test_node_tracks.py
+       test/test_offline.py test/test_node_e2e.py)
+if [[ $# -gt 0 ]]; then TESTS=("$@"); fi
+python -m pytest -p no:cacheprovider -q -rs "${TESTS[@]}" 2>&1 | tee "${OUT}/gpu_node.log"

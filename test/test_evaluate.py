@@ -4,8 +4,9 @@
 ``xfeat_eval`` end to end on the CPU path with tiny settings, on ../shared/data.
 
 Oxford graf 1->2 and 1->3 and the first TUM fr2/desk frames at gaps 1 to 3;
-plus the dataset layouts (HPatches, KITTI built from the same files) and the
-typed errors for missing ground truth. Set ``XFEAT_ROS_UPSTREAM`` to an
+``--fit-orders`` (every graf pair and a few TUM pairs refitted in 3 match
+orders); plus the dataset layouts (HPatches, KITTI built from the same files)
+and the typed errors for missing ground truth. Set ``XFEAT_ROS_UPSTREAM`` to an
 upstream XFeat checkout to also compare against upstream.
 """
 
@@ -42,6 +43,10 @@ def test_json_is_well_formed(run):
     assert results['methods'] == ['xfeat_ros onnxruntime (cpu)']
     assert 'cv2.findHomography' in results['settings']['homography_fit']
     assert 'setRNGSeed(0)' in results['settings']['homography_fit']
+    assert 'does not change it' in results['settings']['homography_fit']
+    assert 'deterministic for a given match order' in results['settings']['match_order']
+    assert results['settings']['fit_orders'] == 0
+    assert 'fit_orders_method' not in results['settings']
     graf, tum = results['datasets']
     assert (graf['layout'], graf['kind']) == ('oxford', 'homography')
     assert (tum['layout'], tum['kind']) == ('tum', 'pose')
@@ -50,6 +55,11 @@ def test_json_is_well_formed(run):
         'pairs', 'mha@1px', 'mha@3px', 'mha@5px', 'mean_corner_error_px', 'median_matches'}
     assert set(tum['summary']['xfeat_ros onnxruntime (cpu)']) == {'1', '2', '3', 'all'}
     assert (out / 'results.md').read_text().count('| xfeat_ros onnxruntime (cpu) |') == 5
+    assert 'orders' not in (out / 'results.md').read_text().split('### ')[1]  # no --fit-orders
+    for summary in (graf['summary']['xfeat_ros onnxruntime (cpu)'],
+                    tum['summary']['xfeat_ros onnxruntime (cpu)']['all']):
+        assert not any('orders' in key for key in summary)
+    assert 'corner_error_px_orders' not in graf['pairs']['xfeat_ros onnxruntime (cpu)'][0]
 
 
 def test_graf_corner_error_under_3px(run):
@@ -104,6 +114,92 @@ def test_plots_exist_and_are_real_images(run):
     matches = cv2.imread(str(out / f'matches_oxford_graf_{method}_best.png'))
     green = (matches[:, :, 1] > 150) & (matches[:, :, 0] < 80) & (matches[:, :, 2] < 80)
     assert green.sum() > 1000  # inlier lines are drawn
+
+
+def fit_orders_run(data, weights_npz, out):
+    """Run ``xfeat_eval --fit-orders 3`` on all of graf and TUM frames 0-2 (gap 1); results."""
+    status = evaluate.main([data / 'oxford_graf', data / 'tum_fr2_desk', '--out', out,
+                            '--weights', weights_npz, '--frames', '3', '--gaps', '1',
+                            '--fit-orders', '3', '--no-plots'])
+    assert status == 0
+    return json.loads((out / 'results.json').read_text())
+
+
+def test_fit_orders(run, shared_dir, weights_npz, tmp_path):
+    method = 'xfeat_ros onnxruntime (cpu)'
+    first = fit_orders_run(shared_dir / 'data', weights_npz, tmp_path / 'a')
+    second = fit_orders_run(shared_dir / 'data', weights_npz, tmp_path / 'b')
+    assert first['settings']['fit_orders'] == 3
+    assert 'default_rng(k)' in first['settings']['fit_orders_method']
+    graf, tum = first['datasets']
+    summary = graf['summary'][method]
+    assert summary['pairs'] == 5 and summary['fit_orders'] == 3
+    for t in (1, 3, 5):
+        assert 0.0 <= summary[f'mha@{t}px_orders_mean'] <= 1.0
+        assert 0.0 <= summary[f'mha@{t}px_orders_std'] <= 0.5
+    assert (summary['mha@1px_orders_mean'] <= summary['mha@3px_orders_mean']
+            <= summary['mha@5px_orders_mean'])
+    for gap in ('1', 'all'):
+        pose = tum['summary'][method][gap]
+        assert pose['pairs'] == 2 and pose['fit_orders'] == 3
+        for t in (5, 10, 20):
+            assert 0.0 <= pose[f'auc@{t}deg_orders_mean'] <= 1.0
+            assert 0.0 <= pose[f'auc@{t}deg_orders_std'] <= 0.5
+    # The canonical fit is the one without --fit-orders (the module's run).
+    _, plain = run
+    for record, ref in zip(graf['pairs'][method], plain['datasets'][0]['pairs'][method]):
+        assert record['corner_error_px'] == ref['corner_error_px']
+    for record in graf['pairs'][method]:
+        assert len(record['corner_error_px_orders']) == 3
+    for record in tum['pairs'][method]:
+        for key in ('rotation_error_deg_orders', 'translation_error_deg_orders',
+                    'pose_error_deg_orders'):
+            assert len(record[key]) == 3
+        assert record['pose_error_deg_orders'] == [
+            max(r, t) for r, t in zip(record['rotation_error_deg_orders'],
+                                      record['translation_error_deg_orders'])]
+        assert max(record['rotation_error_deg_orders']) < 5.0
+    # Orders 0..2 are the same fits in every run; they differ from each other.
+    for a, b in zip(first['datasets'], second['datasets']):
+        assert a['pairs'] == b['pairs'] and a['summary'] == b['summary']
+    errors = [r['corner_error_px_orders'] for r in graf['pairs'][method]]
+    assert any(len(set(e)) > 1 for e in errors)
+    table = (tmp_path / 'a' / 'results.md').read_text()
+    assert '| MHA@1px 3 orders | MHA@3px 3 orders | MHA@5px 3 orders |' in table
+    assert '| AUC@5 3 orders | AUC@10 3 orders | AUC@20 3 orders |' in table
+    assert 'corner err px over 3 orders, median (min-max)' in table
+    assert f" {summary['mha@3px_orders_mean']:.2f} +- {summary['mha@3px_orders_std']:.2f} |" in (
+        table)
+    assert evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path / 'c',
+                          '--fit-orders', '-1']) == 2
+
+
+def test_summaries_over_orders():
+    inf = float('inf')
+    # 2 pairs x 4 orders: per-order MHA@3px 1.0, 0.5, 0.5, 0.0
+    records = [{'corner_error_px': 1.0, 'corner_error_px_orders': [0.5, 2.0, 4.0, 6.0],
+                'matches': 10, 'inliers': 5},
+               {'corner_error_px': 2.0, 'corner_error_px_orders': [3.0, inf, 1.5, inf],
+                'matches': 10, 'inliers': 5}]
+    summary = evaluate.summarize_homography(records)
+    assert summary['fit_orders'] == 4
+    assert summary['mha@3px_orders_mean'] == pytest.approx(0.5)
+    assert summary['mha@3px_orders_std'] == pytest.approx(np.std([1.0, 0.5, 0.5, 0.0]))
+    assert summary['mha@1px_orders_mean'] == pytest.approx(0.125)
+    assert summary['mha@5px_orders_mean'] == pytest.approx(np.mean([1.0, 0.5, 1.0, 0.0]))
+    assert summary['mha@3px'] == 1.0  # the canonical fits
+    pose = [{'pose_error_deg': 1.0, 'rotation_error_deg': 1.0, 'translation_error_deg': 1.0,
+             'pose_error_deg_orders': [0.0, 10.0], 'matches': 10, 'inliers': 5}]
+    summary = evaluate.summarize_pose(pose)
+    assert summary['fit_orders'] == 2
+    assert summary['auc@20deg_orders_mean'] == pytest.approx((1.0 + 0.75) / 2)
+    assert summary['auc@20deg_orders_std'] == pytest.approx(0.125)
+    assert summary['auc@5deg_orders_mean'] == pytest.approx(0.5)
+    assert 'fit_orders' not in evaluate.summarize_pose([])
+    orders = evaluate.fit_orders(50, 3)
+    assert len(orders) == 3 and all(sorted(o) == list(range(50)) for o in orders)
+    np.testing.assert_array_equal(orders[2], np.random.default_rng(2).permutation(50))
+    assert evaluate.map_orders(lambda order: int(order[0]), 50, 3) == [int(o[0]) for o in orders]
 
 
 def link_files(pairs):

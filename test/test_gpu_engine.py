@@ -175,6 +175,28 @@ def assert_same_features(a, b):
 
 @pytest.mark.gpu
 @needs_gpu
+@pytest.mark.parametrize('pair', ['graf', 'sizes', 'empty'])
+def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
+    """Stereo matching of host features on the device equals the NumPy reference."""
+    from xfeat_ros.pipeline import Features
+    stems = list(GOLDEN_IMAGES)
+    f0, f1 = gpu_features[stems[0]], gpu_features[stems[1]]
+    if pair == 'sizes':  # more rows than the engine's top_k: the upload slots grow
+        f1 = Features(np.vstack([f1.keypoints] * 2), np.concatenate([f1.scores] * 2),
+                      np.vstack([f1.descriptors, f0.descriptors]), f1.image_hw)
+    if pair == 'empty':
+        f1 = Features(f1.keypoints[:0], f1.scores[:0], f1.descriptors[:0], f1.image_hw)
+    got = engine.match_features(f0, f1)
+    idx0, idx1, sim = mutual_nn_match(f0.descriptors, f1.descriptors, 0.82)
+    assert len(got) == len(idx0) and (pair == 'empty') == (len(idx0) == 0)
+    order = np.argsort(got.idx1)
+    np.testing.assert_array_equal(got.idx1[order], np.sort(idx1))
+    np.testing.assert_array_equal(got.idx0[order], idx0[np.argsort(idx1)])
+    np.testing.assert_allclose(got.similarity[order], sim[np.argsort(idx1)], atol=1e-5)
+
+
+@pytest.mark.gpu
+@needs_gpu
 def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
     msgs = flight_messages(shared_dir)
     alone = [single(engine, msg) for msg in msgs]

@@ -134,3 +134,15 @@ def test_a_broken_kernel_fails(nvrtc):
     broken = KernelVariant('match.cu', (), ('--std=c++17',))
     ok, log, _ = nvrtc.build(broken.source(), 'match.cu', ['--gpu-architecture=sm_90'])
     assert not ok and 'DESC_DIM' in log
+
+
+def test_kernel_dir_with_ros_installed_but_not_sourced(monkeypatch):
+    """ament_index raises OSError without AMENT_PREFIX_PATH: the repository copy is used."""
+    from xfeat_ros.gpu import kernels
+    monkeypatch.delenv('AMENT_PREFIX_PATH', raising=False)
+    monkeypatch.delenv(kernels.ENV_VAR, raising=False)
+    kernels.kernel_dir.cache_clear()
+    try:
+        assert (kernels.kernel_dir() / 'preprocess.cu').is_file()
+    finally:
+        kernels.kernel_dir.cache_clear()

@@ -141,6 +141,8 @@ def stereo_run(shared_dir, weights_npz, euroc_models, tmp_path_factory):
 
 
 def test_int8_descriptors_on_the_wire(stereo_run, cpu_pipeline):
+    engine = [line for line in stereo_run['log'].read_text().splitlines() if 'engine: ' in line]
+    print(f'node {engine[0].split("]: ")[-1]}')  # onnxruntime on cpu here; cuda on the GPU
     for i in (0, FRAMES - 1):
         msg = stereo_run['keypoints']['cam0'][i]
         assert msg.descriptor_encoding == 'int8'
@@ -148,12 +150,27 @@ def test_int8_descriptors_on_the_wire(stereo_run, cpu_pipeline):
         assert len(msg.descriptor_data) == len(msg.scores) * 64  # one byte per value
         got = features_from_msg(msg)
         want = cpu_pipeline.extract(cpu_pipeline_grey(stereo_run['frames'][i][1]))
-        np.testing.assert_allclose(got.keypoints, want.keypoints, atol=1e-3)
+        mine, ref = same_keypoints(got.keypoints, want.keypoints)
         raw = np.frombuffer(msg.descriptor_data, np.int8).reshape(-1, 64)
-        np.testing.assert_array_less(np.abs(raw / 127.0 - want.descriptors), 0.5 / 127 + 1e-4)
+        np.testing.assert_array_less(np.abs(raw[mine] / 127.0 - want.descriptors[ref]),
+                                     0.5 / 127 + DESCRIPTOR_ATOL)
         np.testing.assert_allclose(np.linalg.norm(got.descriptors, axis=1), 1.0, atol=1e-5)
         np.testing.assert_array_equal(got.descriptors,
                                       decode_descriptors(msg.descriptor_data, 'int8', 64))
+
+
+# The node may run on the GPU (the GPU machine runs these tests too): its keypoints
+# and descriptors equal the CPU reference's within the GPU parity tolerances.
+DESCRIPTOR_ATOL = 2e-3
+
+
+def same_keypoints(got, want, radius=0.05, min_found=0.98):
+    """Return ``(i, j)`` pairing keypoints ``got[i]`` with ``want[j]`` within ``radius`` px."""
+    distance = np.linalg.norm(got[:, None, :] - want[None, :, :], axis=2)
+    nearest = distance.argmin(axis=1)
+    found = distance[np.arange(len(got)), nearest] <= radius
+    assert found.mean() >= min_found, found.mean()
+    return np.nonzero(found)[0], nearest[found]
 
 
 def cpu_pipeline_grey(image):
@@ -290,6 +307,12 @@ def run_mono(shared_dir, weights_npz, log, params, stamps_offset_ns=(0, 0), ster
         assert client.spin_until(lambda: all(len(k) == len(frames)
                                              for k in client.keypoints.values()), 120, process)
         counts = wait_diagnostics(collector, 'cam0', len(frames), process)
+        if stereo:  # the right frame publishes last: its count covers the stereo output
+            wait_diagnostics(collector, 'cam1', len(frames), process)
+            counts = collector.counts('cam0')
+            published = int(counts.get('stereo_matches_published', 0))
+            assert client.spin_until(
+                lambda: len(collector.got['/cam0/stereo_matches']) == published, 30, process)
     finally:
         client.close()
         assert stop_node(process) == 0, log.read_text()
@@ -317,7 +340,8 @@ def test_float16_descriptors(shared_dir, weights_npz, tmp_path, cpu_pipeline):
     assert len(msg.descriptor_data) == len(msg.scores) * 64 * 2
     want = cpu_pipeline.extract(cpu_pipeline_grey(euroc_frames(shared_dir, 1)[0][1]))
     got = np.frombuffer(msg.descriptor_data, '<f2').reshape(-1, 64).astype(np.float32)
-    np.testing.assert_allclose(got, want.descriptors, atol=2 ** -11)
+    mine, ref = same_keypoints(features_from_msg(msg).keypoints, want.keypoints)
+    np.testing.assert_allclose(got[mine], want.descriptors[ref], atol=2 ** -11 + DESCRIPTOR_ATOL)
 
 
 def intrinsics_params(camera, model):

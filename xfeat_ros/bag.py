@@ -94,8 +94,8 @@ def message_definitions():
     try:
         from ament_index_python.packages import get_package_share_directory
         folders.append(Path(get_package_share_directory('xfeat_ros_msgs')) / 'msg')
-    except (ImportError, LookupError, ValueError):
-        pass
+    except (ImportError, LookupError, ValueError, OSError):
+        pass  # OSError: ROS installed but not sourced (AMENT_PREFIX_PATH unset)
     folders.append(Path(__file__).resolve().parents[1] / 'xfeat_ros_msgs' / 'msg')
     for folder in folders:
         files = [folder / f'{name}.msg' for name in MESSAGE_TYPES]

@@ -7,9 +7,9 @@ Each dataset folder is recognised by its layout:
 
 * homography sequences, HPatches (``1.ppm`` .. ``6.ppm`` with ``H_1_2`` ..
   ``H_1_6``) or Oxford (``img1.ppm`` .. with ``H1to2p`` ..): every pair 1 -> k
-  is matched, a homography is fitted to the matches (fixed seed and settings,
-  written to the output), and scored by the mean corner error against the
-  ground truth and the MHA (share of pairs with corner error <= 1/3/5 px);
+  is matched, a homography is fitted to the matches (fixed settings, written
+  to the output), and scored by the mean corner error against the ground
+  truth and the MHA (share of pairs with corner error <= 1/3/5 px);
 * pose sequences, TUM RGB-D (``rgb/<seconds>.png`` + ``groundtruth.txt``;
   intrinsics from flags, TUM fr2 by default, or ``--intrinsics`` YAML) and
   KITTI odometry (``image_0/`` + ``poses.txt`` + ``calib.txt``): frame pairs
@@ -30,9 +30,20 @@ float32 matches reproduced. The output folder gets ``results.md``,
 sequence, the best and worst pair of each method with inliers green and
 outliers red). Metric conventions
 are in :mod:`xfeat_ros.metrics`.
+
+The robust fits are deterministic for a given order of the matches (OpenCV's
+RANSAC and USAC fits sample by match index from their own fixed-state
+generator; ``cv2.setRNGSeed`` does not change them, see
+:mod:`xfeat_ros.geometry`), and every pair is fitted with its matches in a
+canonical order. One match more or less still changes the samples and so the
+estimate. With ``--fit-orders N`` every pair is also fitted with its matches
+in N seeded random orders (the matches are computed once) and the summaries
+add the mean and standard deviation over orders of the MHA and AUC of each
+order: the typical value of the fit's order distribution, not one draw.
 """
 
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 import json
@@ -491,27 +502,42 @@ class Settings:
     gaps: tuple = (1, 2, 4)
     max_pairs: int = 0
     frames: int = 0
+    fit_orders: int = 0
 
     def describe(self):
         """Return a JSON-ready description, with the OpenCV calls spelled out."""
         flag = 'cv2.RANSAC' if self.homography_method == 'ransac' else 'cv2.USAC_MAGSAC'
-        return {
+        described = {
             'homography_fit': (f'cv2.findHomography({flag}, ransacReprojThreshold='
                                f'{self.homography_threshold_px}, maxIters='
                                f'{self.homography_max_iters}, confidence='
-                               f'{self.homography_confidence}), cv2.setRNGSeed({RANSAC_SEED})'),
+                               f'{self.homography_confidence}); cv2.setRNGSeed({RANSAC_SEED}) '
+                               'is called but does not change it'),
+            'match_order': ('matches sorted by (x0, y0, x1, y1) before each fit: the fits are '
+                            'deterministic for a given match order, not seeded (OpenCV samples '
+                            'by match index with its own fixed-state generator; another order '
+                            'or one match more or less gives another estimate)'),
             'corner_error': 'mean distance of the 4 pixel-centre corners of image 1 '
                             '(0,0),(w-1,0),(w-1,h-1),(0,h-1) mapped by estimate and truth; '
                             'failed fit = inf',
             'pose_fit': ('undistorted points, cv2.findEssentialMat(RANSAC, prob=0.999, '
-                         f'threshold={self.pose_threshold_px} px / mean focal), '
-                         f'cv2.setRNGSeed({RANSAC_SEED}), cv2.recoverPose; under '
+                         f'threshold={self.pose_threshold_px} px / mean focal) (not changed '
+                         'by cv2.setRNGSeed), cv2.recoverPose; under '
                          f'{MIN_POSE_MATCHES} matches or no inlier = failure (inf)'),
             'translation_error': 'sign-agnostic min(a, 180-a)' if self.sign_agnostic
                                  else 'signed angle',
             'pose_auc': 'SuperGlue/LoFTR error_auc of max(rotation, translation) error',
             'gaps': list(self.gaps), 'max_pairs': self.max_pairs, 'frames': self.frames,
+            'fit_orders': self.fit_orders,
         }
+        if self.fit_orders:
+            described['fit_orders_method'] = (
+                f'each pair also fitted {self.fit_orders} times, order k = 0..'
+                f'{self.fit_orders - 1} being the canonical order permuted by '
+                'np.random.default_rng(k).permutation(matches); *_orders_mean / '
+                '*_orders_std: mean and population standard deviation over the orders of '
+                'the metric (MHA or AUC) of each order')
+        return described
 
 
 def _finite(value):
@@ -531,13 +557,47 @@ def canonical_order(points0, points1):
     return points0[order], points1[order]
 
 
+def fit_orders(count, orders):
+    """
+    Return the match orders of ``--fit-orders``: ``orders`` permutations int64 [count].
+
+    Order k is ``np.random.default_rng(k).permutation(count)``, the same for
+    every run (and for every pair with ``count`` matches).
+    """
+    return [np.random.default_rng(k).permutation(count) for k in range(orders)]
+
+
+def map_orders(fit, count, orders):
+    """
+    Return ``[fit(order) for order in fit_orders(count, orders)]``, fitted on all cores.
+
+    OpenCV releases the GIL in its fits, so threads run them in parallel; each
+    fit depends only on its order, so the results are those of a serial loop.
+    """
+    permutations = fit_orders(count, orders)
+    if not permutations:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(permutations), os.cpu_count() or 1)) as pool:
+        return list(pool.map(fit, permutations))
+
+
+def fit_homography(points0, points1, settings):
+    """Fit a homography to float [M, 2] x 2 pixels with ``settings``; see estimate_homography."""
+    return estimate_homography(points0, points1, settings.homography_method,
+                               settings.homography_threshold_px, settings.homography_max_iters,
+                               settings.homography_confidence)
+
+
 def evaluate_homography(method, dataset, settings):
     """
     Score ``method`` on every pair 1 -> k of a homography dataset.
 
     Returns one dict per pair: ``pair``, ``keypoints0/1``, ``matches``,
     ``inliers``, ``corner_error_px`` (inf on failure) and, for drawing,
-    ``points0/1`` float [M, 2] and ``inlier_mask`` bool [M].
+    ``points0/1`` float [M, 2] and ``inlier_mask`` bool [M]. With
+    ``settings.fit_orders`` N > 0 also ``corner_error_px_orders``: list of N
+    floats, the corner errors of the same matches fitted in the orders of
+    :func:`fit_orders` (the canonical fit stays ``corner_error_px``).
     """
     pairs = dataset.pairs[:settings.max_pairs] if settings.max_pairs else dataset.pairs
     pixels0, encoding0 = read_image(pairs[0].path0)
@@ -548,18 +608,44 @@ def evaluate_homography(method, dataset, settings):
         kp1 = method.extract(1, pixels1, encoding1)
         idx0, idx1 = method.match(0, 1)
         points0, points1 = canonical_order(kp0[idx0], kp1[idx1])
-        estimate, inliers = estimate_homography(
-            points0, points1, settings.homography_method, settings.homography_threshold_px,
-            settings.homography_max_iters, settings.homography_confidence)
-        error = corner_error(estimate, pair.homography, pixels0.shape[1], pixels0.shape[0])
+        height, width = pixels0.shape[:2]
+        estimate, inliers = fit_homography(points0, points1, settings)
+        error = corner_error(estimate, pair.homography, width, height)
+        orders = {}
+        if settings.fit_orders:
+            orders['corner_error_px_orders'] = map_orders(
+                lambda p: corner_error(fit_homography(points0[p], points1[p], settings)[0],
+                                       pair.homography, width, height),
+                len(points0), settings.fit_orders)
         records.append({'pair': pair.name, 'image0': pair.path0.name, 'image1': pair.path1.name,
                         'keypoints0': len(kp0), 'keypoints1': len(kp1), 'matches': len(idx0),
-                        'inliers': int(inliers.sum()), 'corner_error_px': error,
+                        'inliers': int(inliers.sum()), 'corner_error_px': error, **orders,
                         **match_extras(method),
                         'points0': points0, 'points1': points1, 'inlier_mask': inliers})
         LOG.info('%s %s %s: %d matches, %d inliers, corner error %.2f px', method.name,
                  dataset.name, pair.name, len(idx0), inliers.sum(), error)
     return records
+
+
+def pose_errors(points0, points1, camera, truth, settings):
+    """
+    Fit the relative pose to matched pixels and score it against the truth.
+
+    ``points0``/``points1`` float [M, 2] pixels, ``camera`` a :class:`Camera`,
+    ``truth`` ``(R float64 3x3, t float64 [3])`` from camera 0 to camera 1.
+    Returns ``(rotation error deg, translation error deg, inlier_mask bool
+    [M])``; both errors inf when there are under :data:`MIN_POSE_MATCHES`
+    matches or no inlier.
+    """
+    rot_err = trans_err = float('inf')
+    inliers = np.zeros(len(points0), dtype=bool)
+    if len(points0) >= MIN_POSE_MATCHES:
+        rotation, t_unit, inliers = essential_pose(points0, points1, camera.matrix, camera.dist,
+                                                   settings.pose_threshold_px)
+        if inliers.any():
+            rot_err = rotation_error_deg(rotation, truth[0])
+            trans_err = translation_error_deg(t_unit, truth[1], settings.sign_agnostic)
+    return rot_err, trans_err, inliers
 
 
 def pose_pairs(count, gaps, max_pairs=0):
@@ -581,7 +667,10 @@ def evaluate_pose(method, dataset, settings):
     ``inliers``, ``rotation_error_deg``, ``translation_error_deg``,
     ``pose_error_deg`` (their max; inf on failure), the true motion
     (``gt_rotation_deg``, ``gt_baseline``) and, for drawing, ``points0/1`` and
-    ``inlier_mask``.
+    ``inlier_mask``. With ``settings.fit_orders`` N > 0 also
+    ``rotation_error_deg_orders``, ``translation_error_deg_orders`` and
+    ``pose_error_deg_orders``: lists of N floats from the same matches fitted
+    in the orders of :func:`fit_orders`.
     """
     frames = dataset.frames[:settings.frames] if settings.frames else dataset.frames
     pairs = pose_pairs(len(frames), settings.gaps, settings.max_pairs)
@@ -600,23 +689,24 @@ def evaluate_pose(method, dataset, settings):
         for i in sorted(closing.get(j, []), reverse=True):
             idx0, idx1 = method.match(i % ring, j % ring)
             points0, points1 = canonical_order(keypoints[i][idx0], keypoints[j][idx1])
-            r_gt, t_gt = relative_pose((frames[i].rotation, frames[i].position),
-                                       (frames[j].rotation, frames[j].position))
-            rot_err = trans_err = float('inf')
-            inliers = np.zeros(len(idx0), dtype=bool)
-            if len(idx0) >= MIN_POSE_MATCHES:
-                rotation, t_unit, inliers = essential_pose(points0, points1, camera.matrix,
-                                                           camera.dist,
-                                                           settings.pose_threshold_px)
-                if inliers.any():
-                    rot_err = rotation_error_deg(rotation, r_gt)
-                    trans_err = translation_error_deg(t_unit, t_gt, settings.sign_agnostic)
+            truth = relative_pose((frames[i].rotation, frames[i].position),
+                                  (frames[j].rotation, frames[j].position))
+            r_gt, t_gt = truth
+            rot_err, trans_err, inliers = pose_errors(points0, points1, camera, truth, settings)
+            orders = {}
+            if settings.fit_orders:
+                errors = np.array(map_orders(
+                    lambda p: pose_errors(points0[p], points1[p], camera, truth, settings)[:2],
+                    len(points0), settings.fit_orders), dtype=np.float64).reshape(-1, 2)
+                orders = {'rotation_error_deg_orders': errors[:, 0].tolist(),
+                          'translation_error_deg_orders': errors[:, 1].tolist(),
+                          'pose_error_deg_orders': errors.max(axis=1).tolist()}
             records.append({'frame0': i, 'frame1': j, 'image0': frames[i].path.name,
                             'image1': frames[j].path.name, 'gap': j - i,
                             'keypoints0': len(keypoints[i]), 'keypoints1': len(keypoints[j]),
                             'matches': len(idx0), 'inliers': int(inliers.sum()),
                             'rotation_error_deg': rot_err, 'translation_error_deg': trans_err,
-                            'pose_error_deg': max(rot_err, trans_err),
+                            'pose_error_deg': max(rot_err, trans_err), **orders,
                             'gt_rotation_deg': rotation_error_deg(np.eye(3), r_gt),
                             'gt_baseline': float(np.linalg.norm(t_gt)),
                             **match_extras(method), 'points0': points0,
@@ -653,6 +743,30 @@ def summarize_encoding(records):
             'match_agreement': reproduced / reference if reference else 1.0}
 
 
+def summarize_orders(records, key, metric, names):
+    """
+    Summarize the ``--fit-orders`` errors of records (empty dict where records have none).
+
+    ``records[i][key]``: list of N errors (one per order); ``metric(errors,
+    thresholds)`` the accuracy of one order's errors over the records;
+    ``names``: ``{threshold: metric name}``. Returns ``fit_orders`` N and, per
+    threshold, ``<name>_orders_mean`` and ``<name>_orders_std``: the mean and
+    population standard deviation over the N orders of the metric of each
+    order.
+    """
+    if not records or key not in records[0]:
+        return {}
+    thresholds = list(names)
+    errors = np.array([r[key] for r in records], dtype=np.float64)  # [pairs, orders]
+    per_order = np.array([metric(errors[:, k], thresholds) for k in range(errors.shape[1])],
+                         dtype=np.float64).reshape(errors.shape[1], len(thresholds))
+    summary = {'fit_orders': errors.shape[1]}
+    for t, values in zip(thresholds, per_order.T):
+        summary[f'{names[t]}_orders_mean'] = float(values.mean())
+        summary[f'{names[t]}_orders_std'] = float(values.std())
+    return summary
+
+
 def summarize_homography(records):
     """Summarize homography records: pairs, MHA at 1/3/5 px, mean error, medians."""
     errors = [r['corner_error_px'] for r in records]
@@ -664,6 +778,8 @@ def summarize_homography(records):
             'failures': len(errors) - len(finite),
             'median_matches': _median([r['matches'] for r in records]),
             'median_inliers': _median([r['inliers'] for r in records]),
+            **summarize_orders(records, 'corner_error_px_orders', accuracy_at,
+                               {t: f'mha@{t:g}px' for t in MHA_THRESHOLDS}),
             **summarize_encoding(records)}
 
 
@@ -678,6 +794,8 @@ def summarize_pose(records):
             'failures': sum(not np.isfinite(r['pose_error_deg']) for r in records),
             'median_matches': _median([r['matches'] for r in records]),
             'median_inliers': _median([r['inliers'] for r in records]),
+            **summarize_orders(records, 'pose_error_deg_orders', pose_auc,
+                               {t: f'auc@{t:g}deg' for t in AUC_THRESHOLDS}),
             **summarize_encoding(records)}
 
 
@@ -707,51 +825,93 @@ def _encoding_cells(summary, shown):
             f"{_fmt(summary['match_agreement'], 4)} |")
 
 
+def _order_cells(summary, names, digits):
+    """Return the Markdown cells 'mean +- std' of the ``--fit-orders`` metrics ``names``."""
+    cells = ''
+    for name in names:
+        mean = summary.get(f'{name}_orders_mean')
+        std = summary.get(f'{name}_orders_std')
+        cells += (' - |' if mean is None
+                  else f' {_fmt(mean, digits)} +- {_fmt(std, digits)} |')
+    return cells
+
+
+def _fmt_range(values):
+    """Return 'median (min-max)' of float errors (None: failed fit), 'fail' when all failed."""
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    if not finite:
+        return 'fail'
+    failed = len(values) - len(finite)
+    text = f'{_fmt(float(np.median([v if v is not None else np.inf for v in values])))}'
+    text += f' ({_fmt(min(finite))}-{_fmt(max(finite))}'
+    return text + (f', {failed} failed)' if failed else ')')
+
+
 def markdown_tables(results):
     """
     Return the results as Markdown: per dataset a summary table and a per-pair table.
 
     Where a method ran with a descriptor encoding, the summary tables get two
-    more columns: bytes per frame and match agreement with float32.
+    more columns: bytes per frame and match agreement with float32. With
+    ``--fit-orders`` N > 0 they get the order-averaged MHA / AUC (mean +- std
+    over the N orders) after the single-fit ones, and the per-pair table the
+    median (min-max) corner error over the orders.
     """
     lines = []
     for data in results['datasets']:
         methods = list(data['summary'])
         lines += [f"### {data['name']} ({data['layout']}, {data['kind']})", '']
-        shown = any('bytes_per_frame' in s or 'bytes_per_frame' in s.get('all', {})
-                    for s in data['summary'].values())
+        summaries = [s.get('all', s) for s in data['summary'].values()]
+        shown = any('bytes_per_frame' in s for s in summaries)
         head = ' bytes/frame | agreement with float32 |' if shown else ''
         rule = '---|---|' if shown else ''
+        orders = max((s.get('fit_orders', 0) for s in summaries), default=0)
         if data['kind'] == 'homography':
-            lines += ['| method | pairs | MHA@1px | MHA@3px | MHA@5px | mean corner err px | '
+            names = [f'mha@{t:g}px' for t in MHA_THRESHOLDS] if orders else []
+            order_head = ''.join(f' MHA@{t:g}px {orders} orders |' for t in MHA_THRESHOLDS)
+            lines += ['| method | pairs | MHA@1px | MHA@3px | MHA@5px |'
+                      + (order_head if orders else '') + ' mean corner err px | '
                       'median matches | median inliers |' + head,
-                      '|---|---|---|---|---|---|---|---|' + rule]
+                      '|---|---|---|---|---|' + '---|' * len(names) + '---|---|---|' + rule]
             for m in methods:
                 s = data['summary'][m]
                 lines.append(f"| {m} | {s['pairs']} | {_fmt(s['mha@1px'])} | "
-                             f"{_fmt(s['mha@3px'])} | {_fmt(s['mha@5px'])} | "
-                             f"{_fmt(s['mean_corner_error_px'])} | {_fmt(s['median_matches'], 0)}"
+                             f"{_fmt(s['mha@3px'])} | {_fmt(s['mha@5px'])} |"
+                             + _order_cells(s, names, 2)
+                             + f" {_fmt(s['mean_corner_error_px'])} | "
+                             f"{_fmt(s['median_matches'], 0)}"
                              f" | {_fmt(s['median_inliers'], 0)} |" + _encoding_cells(s, shown))
+            per_order = ' | '.join(f'{m}: corner err px over {orders} orders, median (min-max)'
+                                   for m in methods)
             lines += ['', '| pair | ' + ' | '.join(
-                f'{m}: corner err px (matches / inliers)' for m in methods) + ' |',
-                '|---|' + '---|' * len(methods)]
+                f'{m}: corner err px (matches / inliers)' for m in methods)
+                + (' | ' + per_order if orders else '') + ' |',
+                '|---|' + '---|' * len(methods) * (2 if orders else 1)]
             for k, record in enumerate(data['pairs'][methods[0]]):
                 cells = []
                 for m in methods:
                     r = data['pairs'][m][k]
                     cells.append(f"{_fmt(r['corner_error_px'])} ({r['matches']} / "
                                  f"{r['inliers']})")
+                if orders:
+                    cells += [_fmt_range(data['pairs'][m][k].get('corner_error_px_orders', []))
+                              for m in methods]
                 lines.append(f"| {record['pair']} | " + ' | '.join(cells) + ' |')
         else:
-            lines += ['| method | gap | pairs | AUC@5 | AUC@10 | AUC@20 | median rot err deg | '
+            names = [f'auc@{t:g}deg' for t in AUC_THRESHOLDS] if orders else []
+            order_head = ''.join(f' AUC@{t:g} {orders} orders |' for t in AUC_THRESHOLDS)
+            lines += ['| method | gap | pairs | AUC@5 | AUC@10 | AUC@20 |'
+                      + (order_head if orders else '') + ' median rot err deg | '
                       'median transl err deg | failures | median matches | median inliers |'
-                      + head, '|---|---|---|---|---|---|---|---|---|---|---|' + rule]
+                      + head, '|---|---|---|---|---|---|' + '---|' * len(names)
+                      + '---|---|---|---|---|' + rule]
             for m in methods:
                 for gap, s in data['summary'][m].items():
                     lines.append(
                         f"| {m} | {gap} | {s['pairs']} | {_fmt(s['auc@5deg'], 3)} | "
-                        f"{_fmt(s['auc@10deg'], 3)} | {_fmt(s['auc@20deg'], 3)} | "
-                        f"{_fmt(s['median_rotation_error_deg'])} | "
+                        f"{_fmt(s['auc@10deg'], 3)} | {_fmt(s['auc@20deg'], 3)} |"
+                        + _order_cells(s, names, 3)
+                        + f" {_fmt(s['median_rotation_error_deg'])} | "
                         f"{_fmt(s['median_translation_error_deg'])} | {s['failures']} | "
                         f"{_fmt(s['median_matches'], 0)} | {_fmt(s['median_inliers'], 0)} |"
                         + _encoding_cells(s, shown))
@@ -983,6 +1143,10 @@ def build_parser():
     parser.add_argument('--homography-confidence', type=float, default=0.9999)
     parser.add_argument('--pose-threshold', type=float, default=1.0,
                         help='essential-matrix RANSAC threshold (px)')
+    parser.add_argument('--fit-orders', type=int, default=0, metavar='N',
+                        help='also fit every pair with its matches in N random orders '
+                             '(np.random.default_rng(k), k = 0..N-1) and report the mean and '
+                             'std over orders of MHA / AUC; 0: the canonical order only')
     parser.add_argument('--signed-translation', action='store_true',
                         help='score the signed translation direction (default: sign-agnostic)')
     parser.add_argument('--intrinsics', type=Path,
@@ -1009,10 +1173,12 @@ def run(args, command='xfeat_eval'):
     datasets = [load_dataset(folder, camera) for folder in args.datasets]
     if any(g < 1 for g in args.gaps):
         raise DatasetError(f'gaps must be positive, got {args.gaps}')
+    if args.fit_orders < 0:
+        raise ParameterError(f'--fit-orders must be 0 or more, got {args.fit_orders}')
     settings = Settings(args.homography_method, args.homography_threshold,
                         args.homography_max_iters, args.homography_confidence,
                         args.pose_threshold, not args.signed_translation, tuple(args.gaps),
-                        args.max_pairs, args.frames)
+                        args.max_pairs, args.frames, args.fit_orders)
     weights_path = resolve_weights(args.weights)
     args.weights = str(weights_path)
     slots = max(2, max(args.gaps) + 1)

@@ -1,9 +1,21 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Two-view geometry helpers for checking matches (OpenCV, CPU)."""
+"""
+Two-view geometry helpers for checking matches (OpenCV, CPU).
+
+The robust fits here are deterministic for a given order of the matches, but
+not seeded: OpenCV's ``findHomography`` (RANSAC, RHO, LMEDS and the USAC
+methods, MAGSAC included), ``findEssentialMat`` and ``findFundamentalMat``
+(``FM_RANSAC``, ``FM_LMEDS``, USAC) draw their samples by match index from
+their own generator with a fixed state; ``cv2.setRNGSeed`` (which seeds
+``cv::theRNG()``, used by e.g. ``cv2.kmeans``) does not change them (checked
+with OpenCV 5.0.0: 8 seeds gave one result, 8 orders of the same matches 4-8
+results). The same matches in another order give another estimate.
+"""
 
 import numpy as np
 
+# Passed to cv2.setRNGSeed before each fit; no fit of this module reads it (see above).
 RANSAC_SEED = 0
 
 
@@ -35,9 +47,12 @@ def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_
     """
     Relative pose from matched pixels by essential-matrix RANSAC.
 
-    Returns ``(R, t_unit, inlier_mask bool [M])`` (the RANSAC inliers); points
+    ``points0``/``points1``: float [M, 2] pixels. Returns ``(R float64 3x3,
+    t_unit float64 [3], inlier_mask bool [M])`` (the RANSAC inliers); points
     are undistorted first and ``threshold_px`` is the RANSAC epipolar distance.
     ``R``/``t`` take points from camera 0 to camera 1. Needs at least 5 matches.
+    Deterministic for a given order of the matches; another order gives
+    another sample sequence (``cv2.setRNGSeed`` does not change it).
     """
     import cv2
     cv2.setRNGSeed(RANSAC_SEED)
@@ -64,13 +79,17 @@ HOMOGRAPHY_METHODS = ('ransac', 'magsac')
 def estimate_homography(points0, points1, method='ransac', threshold_px=3.0, max_iters=10000,
                         confidence=0.9999, seed=RANSAC_SEED):
     """
-    Fit a homography to matched pixels by robust fitting (OpenCV), with a fixed seed.
+    Fit a homography to matched pixels by robust fitting (OpenCV), deterministic per match order.
 
     ``points0``/``points1``: float [M, 2] pixels of image 0 and image 1.
     ``method``: ``'ransac'`` (cv2.RANSAC, then OpenCV's least-squares refinement
     on the inliers) or ``'magsac'`` (cv2.USAC_MAGSAC). Returns ``(H float64
     3x3 mapping image 0 to image 1, or None, inlier_mask bool [M])``; None when
-    there are fewer than 4 matches or the fit fails.
+    there are fewer than 4 matches or the fit fails. Both methods sample by
+    match index from OpenCV's own fixed-state generator: the same points in
+    the same order give the same result, another order another one. ``seed``
+    goes to ``cv2.setRNGSeed``, which neither method reads (OpenCV 5.0.0); it
+    only matters to OpenCV code drawing from ``cv::theRNG()``.
     """
     import cv2
     if method not in HOMOGRAPHY_METHODS:

@@ -72,8 +72,8 @@ def _candidate_dirs():
     if get_package_share_directory is not None:
         try:
             yield Path(get_package_share_directory(PACKAGE)) / 'kernels'
-        except (PackageNotFoundError, ValueError, KeyError):
-            pass
+        except (PackageNotFoundError, ValueError, KeyError, OSError):
+            pass  # OSError: ROS installed but not sourced (AMENT_PREFIX_PATH unset)
     yield Path(sys.prefix) / 'share' / PACKAGE / 'kernels'
     yield Path(__file__).resolve().parents[2] / 'kernels'
 
