@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from rclpy.parameter import Parameter
 
 from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
 from xfeat_ros.image_files import list_sequence, read_image
@@ -31,7 +30,7 @@ def test_validate_parameter_table():
     assert 'distinct' in validate_parameter('cameras', ['a', 'a'])
     assert 'invalid camera' in validate_parameter('cameras', ['/a'])
     for name, (default, descriptor) in {**PARAMETERS, **CAMERA_PARAMETERS}.items():
-        unset = isinstance(default, Parameter.Type)  # a list parameter with no default
+        unset = default is None  # a list parameter with no default
         assert validate_parameter(name, [] if unset else default) is None, name
         assert descriptor.description, name
     assert validate_parameter('stereo_pairs', ['cam0:cam1', 'a:b']) is None
@@ -139,7 +138,7 @@ def test_config_documents_every_parameter_with_its_default():
     # A list parameter without a default cannot be written as an empty YAML list (rcl
     # would type it as a byte array): the file shows it commented out, with an example.
     unset = {name for name, (default, _) in {**PARAMETERS, **CAMERA_PARAMETERS}.items()
-             if isinstance(default, Parameter.Type)}
+             if default is None}
     assert set(config) == set(PARAMETERS) - unset | {'distortion_model'}
     for name, (default, _) in {**PARAMETERS, **CAMERA_PARAMETERS}.items():
         if name not in unset:
@@ -149,3 +148,33 @@ def test_config_documents_every_parameter_with_its_default():
         assert f'    # {name}: [' in text, name
     for name in PARAMETERS:  # each has a comment line before it (or its group's)
         assert f'    {name}:' in text or f'    # {name}:' in text
+
+
+@pytest.mark.ros
+def test_readme_stereo_params_file(weights_npz, tmp_path):
+    """The README's stereo parameters file loads: nested per-camera intrinsics, pairs."""
+    readme = (REPO_CONFIG.parents[1] / 'README.md').read_text()
+    start = readme.index('```yaml\n/**/xfeat:') + len('```yaml\n')
+    params_file = tmp_path / 'stereo.yaml'
+    params_file.write_text(readme[start:readme.index('```', start)])
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(weights_npz)}, log,
+                         extra_args=['--params-file', str(params_file)])
+    client = Client(cameras=('cam0', 'cam1'))
+    try:
+        assert client.wait_connected(process), log.read_text()
+        names = ['cam0.intrinsics', 'cam0.distortion_coeffs', 'cam1.intrinsics',
+                 'stereo_pairs', 'descriptor_encoding', 'stereo_epipolar_check_px']
+        got = get_parameters(client, 'xfeat', names)
+        assert len(got) == len(names), (got, log.read_text())
+        values = dict(zip(names, got))
+        assert values['cam0.intrinsics'] == [458.654, 457.296, 367.215, 248.375]
+        assert len(values['cam0.distortion_coeffs']) == 4
+        assert values['cam1.intrinsics'] is None  # unset: cam1/camera_info is used
+        assert values['stereo_pairs'] == ['cam0:cam1']
+        assert values['descriptor_encoding'] == 'int8'
+        assert client.node.count_subscribers('/cam1/camera_info') == 1
+        assert client.node.count_subscribers('/cam0/camera_info') == 0
+    finally:
+        client.close()
+        assert stop_node(process) == 0, log.read_text()

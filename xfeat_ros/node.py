@@ -32,7 +32,6 @@ import rclpy
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
@@ -137,8 +136,8 @@ PARAMETERS = {
                                     False),
     'debug_image_color': _str('colour of the keypoints on c/debug_image (rendered only while '
                               'subscribed) (live)', 'score', COLOR_BY, live=True),
-    'stereo_pairs': (Parameter.Type.STRING_ARRAY, ParameterDescriptor(
-        type=ParameterType.PARAMETER_STRING_ARRAY, read_only=True,
+    'stereo_pairs': (None, ParameterDescriptor(
+        dynamic_typing=True, read_only=True,
         description="camera pairs 'left:right' (names from cameras) matched left to right "
                     'into left/stereo_matches, one Matches per synchronized pair; unset: none')),
     'stereo_sync_tolerance_s': _float('largest stamp difference of a stereo pair, seconds '
@@ -149,14 +148,16 @@ PARAMETERS = {
         'every mutual nearest neighbour)', 0.0, 0.0, 100.0),
 }
 # Declared per camera c as 'c.<name>' ('/' in c becomes '.'; the unnamed camera: '<name>').
+# A default of None: a list parameter that may stay unset (declared with dynamic typing,
+# so `ros2 param get/dump` still work; an empty YAML list would be typed as bytes).
 CAMERA_PARAMETERS = {
-    'intrinsics': (Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
-        type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
+    'intrinsics': (None, ParameterDescriptor(
+        dynamic_typing=True, read_only=True,
         description='[fx, fy, cx, cy] in pixels, for c/feature; unset: from c/camera_info')),
     'distortion_model': _str('distortion model of the intrinsics parameter (ROS CameraInfo '
                              'names)', 'plumb_bob', DISTORTION_MODELS),
-    'distortion_coeffs': (Parameter.Type.DOUBLE_ARRAY, ParameterDescriptor(
-        type=ParameterType.PARAMETER_DOUBLE_ARRAY, read_only=True,
+    'distortion_coeffs': (None, ParameterDescriptor(
+        dynamic_typing=True, read_only=True,
         description='distortion coefficients in CameraInfo order (plumb_bob: k1 k2 p1 p2 k3; '
                     'equidistant: k1 k2 k3 k4); unset: none')),
 }
@@ -212,7 +213,7 @@ def _validate_list(name, value):
 def validate_parameter(name, value):
     """Return None if ``value`` is valid for parameter ``name``, else the reason."""
     default, descriptor = _spec(name)
-    if isinstance(default, (list, Parameter.Type)):
+    if default is None or isinstance(default, list):
         if not isinstance(value, (list, tuple)):
             return 'must be a list'
         return _validate_list(name, list(value))
@@ -391,7 +392,7 @@ class XFeatNode(Node):
                 value = self.declare_parameter(name, default, descriptor).value
             except ParameterException as exc:
                 raise ParameterError(f'parameter {name}: {exc}') from exc
-            if isinstance(default, Parameter.Type) and value is None:
+            if default is None and value is None:
                 value = []  # a list parameter left unset
             reason = validate_parameter(name, value)
             if reason:
