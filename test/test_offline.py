@@ -157,6 +157,21 @@ def test_offline_rejects_and_size_change(tmp_path, images, weights_npz):
     assert len(matches[0].current_indices) == 0 and len(matches[1].current_indices) > 50
 
 
+def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline):
+    from xfeat_ros.offline import main
+    source = write_image_bag(tmp_path / 'in', images[:2], 'sqlite3')
+    assert main([str(source), str(tmp_path / 'out'), '--backend', 'onnxruntime',
+                 '--weights', str(weights_npz), '--descriptor-encoding', 'int8']) == 0
+    keypoints = read_bag(tmp_path / 'out')['/camera/keypoints']
+    for (_, msg), image in zip(keypoints, images):
+        assert msg.descriptor_encoding == 'int8' and len(msg.descriptors) == 0
+        assert len(msg.descriptor_data) == 64 * len(msg.scores) > 0
+        want = cpu_pipeline.extract_msg(image)
+        np.testing.assert_allclose(features_from_msg(msg).descriptors, want.descriptors,
+                                   atol=1.0 / 127)
+    assert len(np.frombuffer(keypoints[1][1].track_ids, np.uint64)) == len(keypoints[1][1].scores)
+
+
 def test_offline_errors(tmp_path, images, weights_npz, caplog):
     from xfeat_ros.offline import main
     source = write_image_bag(tmp_path / 'in', images[:1], 'sqlite3')
