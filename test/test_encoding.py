@@ -7,11 +7,16 @@ Round-trip error bounds on random unit vectors, the exact little-endian
 layout, typed errors; mutual-NN agreement of decoded descriptors with float32
 on the golden upstream descriptors (../shared/golden); the evaluation wrapper
 :class:`xfeat_ros.evaluate.EncodedMethod` (float32 reproduces the engine
-exactly) and ``xfeat_eval --descriptor-encoding`` on oxford_graf.
+exactly) and ``xfeat_eval --descriptor-encoding`` on oxford_graf: MHA@3px
+with MAGSAC on its stable pairs, and MHA@3px with RANSAC averaged over match
+orders (``--fit-orders``). Set ``XFEAT_ROS_LONG_TESTS=1`` for the 2000-order
+check of the 1 % claim (about 2 minutes on 2 cores).
 """
 
 import array
 import json
+import math
+import os
 
 from golden_util import GOLDEN_PAIRS, load_golden
 import numpy as np
@@ -352,3 +357,90 @@ def test_eval_graf_mha_per_encoding(shared_dir, weights_npz, tmp_path):
     table = (tmp_path / 'results.md').read_text()
     assert '| bytes/frame | agreement with float32 |' in table
     assert '| 262144 |' in table and '| 1048576 | 1.0000 |' in table
+
+
+# Order-averaged MHA@3px with RANSAC on graf 1-2 .. 1-5 (xfeat_eval --fit-orders;
+# pair 1-6 is left out for time: ~110 ms per fit, and over 2000 orders its corner
+# error never came below 6 px for any encoding, so it adds 0 to every order's MHA).
+# One order's MHA@3px on these 4 pairs has a standard deviation of 0.20 over
+# orders, so a mean over N orders is good to about 0.2 / sqrt(N). Measured
+# 2026-11-29 (mean over orders 0..N-1, float32 / float16 / int8):
+#   N = 10:   0.425 / 0.500 / 0.400   (float16 - float32 = +0.075)
+#   N = 200:  0.440 / 0.434 / 0.468   (-0.006 / +0.028)
+#   N = 500:  0.456 / 0.442 / 0.463   (-0.014 / +0.007)
+#   N = 2000: 0.457 / 0.454 / 0.460   (-0.003 / +0.003; standard error 0.0045 each)
+# The 1 % claim (within 0.01 of float32) therefore needs ~2000 orders to be
+# seen at all (test_eval_graf_mha_2000_orders_within_1_percent, long); 10 or 200
+# orders cannot resolve 0.01, and the fast test checks what they can: a
+# difference within two standard errors, and per-pair corner errors.
+ORDERS_FAST = 200
+ORDERS_LONG = 2000
+CORNER_CAP_PX = 10.0  # failed or wild fits count as 10 px in the per-pair means
+
+
+def eval_graf_orders(shared_dir, weights_npz, out, orders):
+    """Run xfeat_eval with RANSAC and ``orders`` fit orders on graf 1-2 .. 1-5; results."""
+    status = evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', out,
+                            '--weights', weights_npz, '--descriptor-encoding',
+                            'float32,float16,int8', '--max-pairs', '4',
+                            '--fit-orders', str(orders), '--no-plots'])
+    assert status == 0
+    results = json.loads((out / 'results.json').read_text())
+    graf = results['datasets'][0]
+    names = [f'xfeat_ros onnxruntime (cpu) {e}' for e in ENCODINGS]
+    assert results['methods'] == names and results['settings']['fit_orders'] == orders
+    return graf, names
+
+
+def capped_mean_errors(records):
+    """Return the mean over orders of each pair's corner error, capped: float64 [pairs]."""
+    errors = np.array([[CORNER_CAP_PX if e is None else min(e, CORNER_CAP_PX)
+                        for e in r['corner_error_px_orders']] for r in records])
+    return errors.mean(axis=1)
+
+
+def test_eval_graf_mha_over_orders_per_encoding(shared_dir, weights_npz, tmp_path):
+    """
+    Order-averaged MHA@3px (RANSAC, 200 orders) of float16 and int8 against float32 on graf.
+
+    The difference must lie within two standard errors of a difference of
+    two 200-order means (about 0.04; measured -0.006 and +0.028), and every
+    pair's mean corner error over the orders (capped at 10 px) within 0.5 px
+    of float32's (measured at most 0.25 px; 0.35 px for int8 on 1-4, whose
+    errors lie near 6 px, over 2000 orders). See the comment above
+    ORDERS_FAST for why 0.01 is not checked here.
+    """
+    graf, names = eval_graf_orders(shared_dir, weights_npz, tmp_path, ORDERS_FAST)
+    base = graf['summary'][names[0]]
+    assert base['pairs'] == 4 and base['fit_orders'] == ORDERS_FAST
+    for encoding, name in zip(ENCODINGS, names):
+        summary = graf['summary'][name]
+        for t in (1, 3, 5):
+            assert 0.0 <= summary[f'mha@{t}px_orders_mean'] <= 1.0
+        difference = summary['mha@3px_orders_mean'] - base['mha@3px_orders_mean']
+        standard_error = math.hypot(summary['mha@3px_orders_std'],
+                                    base['mha@3px_orders_std']) / math.sqrt(ORDERS_FAST)
+        assert abs(difference) <= 2.0 * standard_error, (encoding, difference, standard_error)
+        assert summary['bytes_per_frame'] == 4096 * DIM * ITEMSIZE[encoding]
+        np.testing.assert_allclose(capped_mean_errors(graf['pairs'][name]),
+                                   capped_mean_errors(graf['pairs'][names[0]]), atol=0.5,
+                                   err_msg=encoding)
+    assert 0.3 <= base['mha@3px_orders_mean'] <= 0.6  # measured 0.44
+    table = (tmp_path / 'results.md').read_text()
+    assert f'| MHA@3px {ORDERS_FAST} orders |' in table
+
+
+@pytest.mark.skipif(not os.environ.get('XFEAT_ROS_LONG_TESTS'),
+                    reason='set XFEAT_ROS_LONG_TESTS=1 (2000 RANSAC fits per pair, ~2 min)')
+def test_eval_graf_mha_2000_orders_within_1_percent(shared_dir, weights_npz, tmp_path):
+    """
+    Order-averaged MHA@3px (RANSAC, 2000 orders) of float16 and int8 is within 0.01 of float32.
+
+    Graf 1-2 .. 1-5; measured 0.457 / 0.454 / 0.460 (float32 / float16 /
+    int8), each good to about 0.0045 (one standard error).
+    """
+    graf, names = eval_graf_orders(shared_dir, weights_npz, tmp_path, ORDERS_LONG)
+    base = graf['summary'][names[0]]['mha@3px_orders_mean']
+    for encoding, name in zip(ENCODINGS, names):
+        mha = graf['summary'][name]['mha@3px_orders_mean']
+        assert abs(mha - base) <= 0.01, (encoding, mha, base)
