@@ -168,7 +168,7 @@ def test_fit_orders(run, shared_dir, weights_npz, tmp_path):
     assert '| MHA@1px 3 orders | MHA@3px 3 orders | MHA@5px 3 orders |' in table
     assert '| AUC@5 3 orders | AUC@10 3 orders | AUC@20 3 orders |' in table
     assert 'corner err px over 3 orders, median (min-max)' in table
-    assert f" {summary['mha@3px_orders_mean']:.2f} +- {summary['mha@3px_orders_std']:.2f} |" in (
+    assert f" {summary['mha@3px_orders_mean']:.3f} +- {summary['mha@3px_orders_std']:.3f} |" in (
         table)
     assert evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path / 'c',
                           '--fit-orders', '-1']) == 2

@@ -248,6 +248,16 @@ def test_keypoint_cloud(stereo_run):
                                           np.frombuffer(msg.track_ages, np.uint32))
 
 
+def error_summary(errors, label):
+    """Print and return the median and the share within 2 px of per-pair error lists."""
+    errors = np.concatenate(errors)
+    median, within = float(np.median(errors)), float(np.mean(errors < 2.0))
+    print(f'stereo {label}: {len(errors)} matches, epipolar error against the sensor.yaml '
+          f'geometry median {median:.3f} px, {within:.3f} within 2 px, '
+          f'p90 {np.percentile(errors, 90):.3f} px')
+    return median, within
+
+
 def test_stereo_matches_follow_the_epipolar_geometry(stereo_run, euroc_models):
     (model0, model1), (rotation, translation) = euroc_models
     errors = []
@@ -263,10 +273,7 @@ def test_stereo_matches_follow_the_epipolar_geometry(stereo_run, euroc_models):
         np.testing.assert_array_equal(
             np.frombuffer(stereo.previous_keypoints, np.float32).reshape(-1, 2), p0)
         errors.append(epipolar_errors(model0, model1, rotation, translation, p0, p1))
-    errors = np.concatenate(errors)
-    median, within = float(np.median(errors)), float(np.mean(errors < 2.0))
-    print(f'stereo epipolar error over {len(errors)} matches: median {median:.3f} px, '
-          f'{within:.3f} within 2 px, p90 {np.percentile(errors, 90):.3f} px')
+    median, within = error_summary(errors, 'plain mutual nearest neighbours')
     # Raw mutual nearest neighbours (no geometric check): most are consistent with
     # the calibration; the rest are repeated-texture confusions (measured: median
     # 0.86 px, 76% within 2 px). The epipolar check below tightens this.
@@ -375,9 +382,6 @@ def test_stereo_approximate_time_window_and_epipolar_check(shared_dir, weights_n
         p0 = np.frombuffer(msg.previous_keypoints, np.float32).reshape(-1, 2)
         p1 = np.frombuffer(msg.current_keypoints, np.float32).reshape(-1, 2)
         errors.append(epipolar_errors(model0, model1, rotation, translation, p0, p1))
-    errors = np.concatenate(errors)
-    median, within = float(np.median(errors)), float(np.mean(errors < 2.0))
-    print(f'stereo with a 1 px epipolar check: {len(errors)} matches, median {median:.3f} px, '
-          f'{within:.3f} within 2 px of the calibrated geometry')
+    median, within = error_summary(errors, 'with a 1 px epipolar check')
     assert median < 0.6
     assert within > 0.95

@@ -877,7 +877,7 @@ def markdown_tables(results):
                 s = data['summary'][m]
                 lines.append(f"| {m} | {s['pairs']} | {_fmt(s['mha@1px'])} | "
                              f"{_fmt(s['mha@3px'])} | {_fmt(s['mha@5px'])} |"
-                             + _order_cells(s, names, 2)
+                             + _order_cells(s, names, 3)
                              + f" {_fmt(s['mean_corner_error_px'])} | "
                              f"{_fmt(s['median_matches'], 0)}"
                              f" | {_fmt(s['median_inliers'], 0)} |" + _encoding_cells(s, shown))
