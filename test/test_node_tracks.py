@@ -77,10 +77,10 @@ def test_moving_camera_ids_never_jump(shared_dir, weights_npz, tmp_path):
         p0, p1 = f0.keypoints[a].astype(np.float64), f1.keypoints[b].astype(np.float64)
         assert np.linalg.norm(p1 - p0, axis=1).max() < 100  # camera moves ~20 px a frame
         # Continued tracks agree with one epipolar geometry: a RANSAC fit made here
-        # (3 px, its own seed) keeps most of them. With 2-3 cm baselines many
+        # (3 px, on the tracks in id order, so other samples than the node's) keeps
+        # most of them. With 2-3 cm baselines many
         # fundamental matrices fit almost as well (the node's own fit keeps 100% by
         # construction; this one found 0.89 and up), so the bound is loose.
-        cv2.setRNGSeed(1)
         _, mask = cv2.findFundamentalMat(p0, p1, cv2.FM_RANSAC, 3.0, 0.999)
         print(f'continued tracks {len(common)}, epipolar inliers {mask.mean():.3f}')
         assert mask.mean() >= 0.8

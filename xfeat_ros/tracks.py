@@ -14,14 +14,14 @@ across the image.
 import numpy as np
 
 MIN_VERIFY_MATCHES = 8
-RANSAC_SEED = 0
 
 
 def epipolar_inliers(points0, points1, threshold_px=3.0):
     """
     Return a bool [M] mask of matches consistent with one fundamental matrix.
 
-    ``points0``/``points1`` float [M, 2] pixels. RANSAC (fixed seed) with a
+    ``points0``/``points1`` float [M, 2] pixels. RANSAC (deterministic for a
+    given match order: OpenCV samples from its own fixed-state generator) with a
     ``threshold_px`` epipolar distance; with fewer than 8 matches nothing can be
     verified and no match is kept.
     """
@@ -29,7 +29,6 @@ def epipolar_inliers(points0, points1, threshold_px=3.0):
     if count < MIN_VERIFY_MATCHES:
         return np.zeros(count, dtype=bool)
     import cv2
-    cv2.setRNGSeed(RANSAC_SEED)
     _, mask = cv2.findFundamentalMat(np.asarray(points0, np.float64),
                                      np.asarray(points1, np.float64), cv2.FM_RANSAC,
                                      threshold_px, 0.999)
