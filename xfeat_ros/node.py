@@ -7,6 +7,12 @@ Per camera ``c`` (parameter ``cameras``; ``''`` means the plain relative names):
 subscribes ``c/image`` (sensor_msgs/Image), publishes ``c/keypoints``
 (xfeat_ros_msgs/Keypoints, one per accepted image) and ``c/matches``
 (xfeat_ros_msgs/Matches, one per accepted image after that camera's first).
+Optional per camera: ``c/feature`` (VINS feature cloud; intrinsics from
+parameters or ``c/camera_info``), ``c/keypoint_cloud`` (PointCloud2),
+``c/debug_image`` (rendered only while subscribed); per stereo pair
+``left/stereo_matches``. The outputs themselves are built by pure functions in
+:mod:`xfeat_ros.messages`, :mod:`xfeat_ros.tracks`, :mod:`xfeat_ros.camera` and
+:mod:`xfeat_ros.debug_image`.
 
 Thin glue: the subscription callback validates the header and queues the
 frame (bounded per camera, newest kept, every drop counted); one worker
