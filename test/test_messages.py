@@ -83,3 +83,13 @@ def test_vins_feature_cloud():
     empty = vins_feature_msg(header(), np.zeros((0, 2)), np.zeros(0, np.uint64),
                              np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32))
     assert len(empty.points) == 0 and all(len(c.values) == 0 for c in empty.channels)
+
+
+def test_vins_fusion_layout_has_camera_ids():
+    pixels = np.array([[10.0, 20.0], [30.0, 40.0]], np.float32)
+    msg = vins_feature_msg(header(), np.zeros((2, 2)), np.array([5, 5], np.uint64), pixels,
+                           np.zeros((2, 2), np.float32), camera_ids=np.array([0, 1], np.uint8))
+    channels = {c.name: list(c.values) for c in msg.channels}
+    assert list(channels) == ['id', 'camera_id', 'u', 'v', 'velocity_x', 'velocity_y']
+    assert channels['camera_id'] == [0.0, 1.0] and channels['id'] == [5.0, 5.0]
+    assert channels['u'] == [10.0, 30.0]

@@ -295,14 +295,15 @@ def test_debug_image_rendered_only_while_subscribed(stereo_run):
         assert 0.01 < colored.mean() < 0.9
 
 
-def run_mono(shared_dir, weights_npz, log, params, stamps_offset_ns=(0, 0), stereo=False):
+def run_mono(shared_dir, weights_npz, log, params, stamps_offset_ns=(0, 0), stereo=False,
+             topics=(), expect=None):
     frames = euroc_frames(shared_dir, 4)
     cameras = ('cam0', 'cam1') if stereo else ('cam0',)
     process = start_node({'weights': str(weights_npz), 'cameras': list(cameras),
                           'queue_size': 100, 'input_qos_reliability': 'reliable',
                           'diagnostics_period_s': 0.2, **params}, log)
     client = Client(cameras=cameras)
-    collector = Collector(client, [('/cam0/stereo_matches', Matches)])
+    collector = Collector(client, [('/cam0/stereo_matches', Matches), *topics])
     try:
         assert client.wait_connected(process), log.read_text()
         for stamp, left, right in frames:
@@ -320,9 +321,15 @@ def run_mono(shared_dir, weights_npz, log, params, stamps_offset_ns=(0, 0), ster
             published = int(counts.get('stereo_matches_published', 0))
             assert client.spin_until(
                 lambda: len(collector.got['/cam0/stereo_matches']) == published, 30, process)
+        if topics:
+            want = len(frames) if expect is None else expect
+            assert client.spin_until(lambda: len(collector.got[topics[0][0]]) == want, 30,
+                                     process)
     finally:
         client.close()
         assert stop_node(process) == 0, log.read_text()
+    if topics:
+        return client.keypoints, collector.got, counts
     return client.keypoints, collector.got['/cam0/stereo_matches'], counts
 
 
@@ -385,3 +392,52 @@ def test_stereo_approximate_time_window_and_epipolar_check(shared_dir, weights_n
     median, within = error_summary(errors, 'with a 1 px epipolar check')
     assert median < 0.6
     assert within > 0.95
+
+
+def test_vins_fusion_stereo_features(shared_dir, weights_npz, tmp_path, euroc_models):
+    """VINS-Fusion layout: camera_id channel; right features ride in the left's message."""
+    (model0, model1), _ = euroc_models
+    keypoints, got, counts = run_mono(
+        shared_dir, weights_npz, tmp_path / 'node.log',
+        {'stereo_pairs': ['cam0:cam1'], 'publish_vins_features': True, 'vins_format': 'fusion',
+         **intrinsics_params('cam0', model0), **intrinsics_params('cam1', model1)},
+        stereo=True, topics=[('/cam0/feature', PointCloud), ('/cam1/feature', PointCloud)])
+    assert got['/cam1/feature'] == [] and len(got['/cam0/feature']) == 4
+    for cloud, stereo, left, right in zip(got['/cam0/feature'], got['/cam0/stereo_matches'],
+                                          keypoints['cam0'], keypoints['cam1']):
+        assert cloud.header == left.header
+        channel = {c.name: np.asarray(c.values) for c in cloud.channels}
+        assert list(channel) == ['id', 'camera_id', 'u', 'v', 'velocity_x', 'velocity_y']
+        n_left, idx0 = len(left.scores), np.frombuffer(stereo.previous_indices, np.uint32)
+        idx1 = np.frombuffer(stereo.current_indices, np.uint32)
+        assert len(cloud.points) == n_left + len(idx0) and len(idx0) > 500
+        np.testing.assert_array_equal(channel['camera_id'][:n_left], 0)
+        np.testing.assert_array_equal(channel['camera_id'][n_left:], 1)
+        left_ids = np.frombuffer(left.track_ids, np.uint64).astype(np.float32)
+        np.testing.assert_array_equal(channel['id'][:n_left], left_ids)
+        np.testing.assert_array_equal(channel['id'][n_left:], left_ids[idx0])
+        right_px = np.frombuffer(right.keypoints, np.float32).reshape(-1, 2)[idx1]
+        np.testing.assert_array_equal(channel['u'][n_left:], right_px[:, 0])
+        np.testing.assert_array_equal(channel['v'][n_left:], right_px[:, 1])
+        points = np.array([(p.x, p.y) for p in cloud.points[n_left:]])
+        np.testing.assert_allclose(points, opencv_undistort(right_px, model1.matrix,
+                                                            model1.coeffs), atol=1e-6)
+    assert 'feature_stereo_unpaired' not in counts
+
+
+def test_vins_fusion_unpaired_left_frames_are_sent_alone(shared_dir, weights_npz, tmp_path,
+                                                         euroc_models):
+    """A left frame without a right partner still gets its c/feature, in order, alone."""
+    (model0, model1), _ = euroc_models
+    keypoints, got, counts = run_mono(
+        shared_dir, weights_npz, tmp_path / 'node.log',
+        {'stereo_pairs': ['cam0:cam1'], 'publish_vins_features': True, 'vins_format': 'fusion',
+         **intrinsics_params('cam0', model0), **intrinsics_params('cam1', model1)},
+        stamps_offset_ns=(0, 3_000_000), stereo=True,
+        topics=[('/cam0/feature', PointCloud)], expect=3)
+    # Exact stamps required, right 3 ms late: nothing pairs. Each left frame's message
+    # goes out alone when the next left frame arrives (the last one at shutdown).
+    assert counts['feature_stereo_unpaired'] == '3'
+    for cloud, left in zip(got['/cam0/feature'], keypoints['cam0']):
+        assert cloud.header == left.header and len(cloud.points) == len(left.scores)
+        assert not np.asarray(cloud.channels[1].values).any()  # camera_id 0 only

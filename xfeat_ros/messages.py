@@ -185,16 +185,19 @@ def cloud_points(msg):
 
 
 VINS_CHANNELS = ('id', 'u', 'v', 'velocity_x', 'velocity_y')
+VINS_FUSION_CHANNELS = ('id', 'camera_id', 'u', 'v', 'velocity_x', 'velocity_y')
 
 
-def vins_feature_msg(header, normalized, track_ids, pixels, velocity):
+def vins_feature_msg(header, normalized, track_ids, pixels, velocity, camera_ids=None):
     """
     ``sensor_msgs/PointCloud`` in the VINS-Mono / VINS-Fusion feature-tracker format.
 
     ``normalized`` float [N, 2] undistorted normalized coordinates: points are
-    (x, y, 1); channels, in this order, ``id`` (track id as float32: exact up
-    to 2^24), ``u``, ``v`` (pixels) and ``velocity_x``, ``velocity_y``
-    (``velocity`` float [N, 2]). ``header`` = the image's.
+    (x, y, 1). Channels, in this order: ``id`` (track id as float32: exact up
+    to 2^24), then ``camera_id`` only when ``camera_ids`` uint [N] is given
+    (VINS-Fusion's layout; VINS-Mono has no such channel), ``u``, ``v``
+    (``pixels`` float [N, 2]) and ``velocity_x``, ``velocity_y`` (``velocity``
+    float [N, 2]). ``header`` = the image's.
     """
     from geometry_msgs.msg import Point32
     from sensor_msgs.msg import ChannelFloat32, PointCloud
@@ -202,8 +205,12 @@ def vins_feature_msg(header, normalized, track_ids, pixels, velocity):
     msg.header = header
     msg.points = [Point32(x=x, y=y, z=1.0)
                   for x, y in np.asarray(normalized, dtype=np.float32).tolist()]
-    columns = (np.asarray(track_ids, dtype=np.float64), pixels[:, 0], pixels[:, 1],
-               velocity[:, 0], velocity[:, 1])
+    columns = [np.asarray(track_ids, dtype=np.float64), pixels[:, 0], pixels[:, 1],
+               velocity[:, 0], velocity[:, 1]]
+    names = VINS_CHANNELS
+    if camera_ids is not None:
+        columns.insert(1, camera_ids)
+        names = VINS_FUSION_CHANNELS
     msg.channels = [ChannelFloat32(name=name, values=_f32(values))
-                    for name, values in zip(VINS_CHANNELS, columns)]
+                    for name, values in zip(names, columns)]
     return msg

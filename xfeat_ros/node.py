@@ -137,6 +137,12 @@ PARAMETERS = {
                                 'pixels per second, or normalized image coordinates per '
                                 'second (what VINS-Fusion computes itself)', 'pixels',
                                 ('pixels', 'normalized')),
+    'vins_format': _str('channels of c/feature: mono = id, u, v, velocity_x, velocity_y '
+                        '(VINS-Mono); fusion = id, camera_id, u, v, velocity_x, velocity_y '
+                        '(VINS-Fusion), where the right-image features of a stereo pair travel '
+                        'in the message of the left camera (camera_id 1, the left track id)',
+                        'mono',
+                        ('mono', 'fusion')),
     'publish_keypoint_cloud': _bool('publish c/keypoint_cloud (sensor_msgs/PointCloud2: x, y '
                                     'pixels, z = 0, score, track_id, track_age) for RViz',
                                     False),
@@ -264,7 +270,7 @@ def topic(camera, name):
     return f'{camera}/{name}' if camera else name
 
 
-@dataclass
+@dataclass(eq=False)
 class Frame:
     """The last frame of a camera: stamp, host features, engine slot, size, tracks."""
 
@@ -275,6 +281,18 @@ class Frame:
     track_ids: object = None   # uint64 [N]
     track_ages: object = None  # uint32 [N]
     frame_id: str = ''
+    header: object = None
+    vins: object = None        # VinsPart of this frame (publish_vins_features), or None
+
+
+@dataclass
+class VinsPart:
+    """The c/feature content of one frame: float [N, 2] arrays and uint64 [N] ids."""
+
+    normalized: object
+    pixels: object
+    velocity: object
+    ids: object
 
 
 @dataclass
@@ -313,6 +331,7 @@ class StereoPair:
     right: str
     publisher: object = None
     recent: dict = field(default_factory=dict)  # camera name -> deque of [stamp_ns, Frame]
+    pending_feature: deque = field(default_factory=deque)  # left frames awaiting c/feature
 
 
 def pair_partner(candidates, stamp, tolerance_ns):
@@ -746,7 +765,7 @@ class XFeatNode(Node):
             if prev.slot is not None:
                 self._release(prev.slot)
         frame = Frame(msg.header.stamp, features, slot, (msg.height, msg.width), ids, ages,
-                      msg.header.frame_id)
+                      msg.header.frame_id, msg.header)
         if state.cloud_pub is not None:
             state.cloud_pub.publish(keypoint_cloud_msg(msg.header, features, ids, ages))
         if state.feature_pub is not None:
@@ -763,7 +782,28 @@ class XFeatNode(Node):
             state.latency_ms.append((now - received) * 1000.0)
 
     def _publish_vins(self, state, msg, frame, prev, origin):
-        """Publish ``c/feature`` (VINS format); count and warn while intrinsics are missing."""
+        """
+        Publish ``c/feature`` (VINS format); count and warn while intrinsics are missing.
+
+        With ``vins_format`` fusion, a stereo left camera's message waits for its
+        pair (:meth:`_publish_vins_stereo`) or, at the latest, for the camera's
+        next frame; a right camera's features travel in the left's message.
+        """
+        frame.vins = self._vins_part(state, msg, frame, prev, origin)
+        if self.params['vins_format'] == 'fusion' and state.stereo is not None:
+            pair = state.stereo
+            if state.name == pair.left:
+                while pair.pending_feature:  # never paired: send it alone, in order
+                    self._send_vins(state, pair.pending_feature.popleft(), None, None)
+                    state.counts['feature_stereo_unpaired'] += 1
+                if frame.vins is not None:
+                    pair.pending_feature.append(frame)
+            return
+        if frame.vins is not None:
+            self._send_vins(state, frame, None, None)
+
+    def _vins_part(self, state, msg, frame, prev, origin):
+        """Return the :class:`VinsPart` of a frame, or None (counted) without intrinsics."""
         with self.lock:
             model = state.camera_model
         if model is None or (model.width and (model.width, model.height) !=
@@ -778,7 +818,7 @@ class XFeatNode(Node):
                    f'camera_info is for {model.width}x{model.height} but the image is '
                    f'{msg.width}x{msg.height}') + f' ({state.counts[f"feature_skipped_{reason}"]}'
                 ' frames so far)', throttle_duration_sec=5.0)
-            return
+            return None
         pixels = frame.features.keypoints
         normalized = undistort_points(model, pixels)
         dt_s = 0.0
@@ -791,8 +831,43 @@ class XFeatNode(Node):
         else:
             velocity = track_velocity(pixels, prev.features.keypoints if prev is not None
                                       else pixels[:0], origin, dt_s)
-        state.feature_pub.publish(vins_feature_msg(msg.header, normalized, frame.track_ids,
-                                                   pixels, velocity))
+        return VinsPart(normalized, pixels, velocity, frame.track_ids)
+
+    def _send_vins(self, state, frame, right, result):
+        """
+        Publish one ``c/feature`` message for ``frame`` (and its stereo partner).
+
+        ``right``/``result``: the right frame of a stereo pair and the matches
+        left -> right, whose right keypoints join as camera 1 with the left's
+        track ids (VINS-Fusion); None for a single camera.
+        """
+        part = frame.vins
+        columns = [part.normalized, part.ids, part.pixels, part.velocity]
+        camera_ids = None
+        if self.params['vins_format'] == 'fusion':
+            camera_ids = np.zeros(len(part.ids), dtype=np.uint8)
+            if right is not None and right.vins is not None and len(result):
+                other = right.vins
+                joined = [other.normalized[result.idx1], part.ids[result.idx0],
+                          other.pixels[result.idx1], other.velocity[result.idx1]]
+                columns = [np.concatenate([a, b]) for a, b in zip(columns, joined)]
+                camera_ids = np.concatenate([camera_ids, np.ones(len(result), np.uint8)])
+            elif right is not None:
+                state.counts['feature_stereo_right_skipped'] += 1
+        state.feature_pub.publish(vins_feature_msg(frame.header, *columns,
+                                                   camera_ids=camera_ids))
+
+    def _publish_vins_stereo(self, pair, left, right, result):
+        """Publish the left frame's VINS-Fusion message with the right features matched."""
+        if not any(frame is left for frame in pair.pending_feature):
+            return  # no intrinsics for the left camera: counted when it was published
+        while pair.pending_feature:
+            frame = pair.pending_feature.popleft()
+            if frame is left:
+                break
+            self._send_vins(self.cameras[pair.left], frame, None, None)
+            self.cameras[pair.left].counts['feature_stereo_unpaired'] += 1
+        self._send_vins(self.cameras[pair.left], left, right, result)
 
     def _publish_debug(self, state, msg, frame, prev, matches, origin):
         """Render and publish ``c/debug_image`` (only called while someone subscribes)."""
@@ -850,6 +925,8 @@ class XFeatNode(Node):
         header = Header(stamp=right.stamp, frame_id=right.frame_id)
         pair.publisher.publish(matches_msg(header, left.stamp, left.features, right.features,
                                            result))
+        if self.params['publish_vins_features'] and self.params['vins_format'] == 'fusion':
+            self._publish_vins_stereo(pair, left, right, result)
         with self.lock:
             self.cameras[pair.left].counts['stereo_matches_published'] += 1
 
@@ -927,6 +1004,11 @@ class XFeatNode(Node):
             self.wake.notify_all()
         self.worker.join(timeout=30.0)
         for state in self.cameras.values():
+            pair = state.stereo
+            if pair is not None and state.name == pair.left:
+                while pair.pending_feature:  # left frames whose right never came
+                    self._send_vins(state, pair.pending_feature.popleft(), None, None)
+                    state.counts['feature_stereo_unpaired'] += 1
             if state.queue:
                 state.counts['dropped_shutdown'] += len(state.queue)
                 state.queue.clear()
