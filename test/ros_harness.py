@@ -19,6 +19,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
+from xfeat_ros.bench import stop_process as stop_node  # noqa: F401 - SIGINT, wait, kill
 from xfeat_ros.node import topic
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -40,18 +41,6 @@ def start_node(params, log_path, extra_args=()):
     log = open(log_path, 'w')
     env = dict(os.environ, PYTHONUNBUFFERED='1')
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
-def stop_node(process, timeout=20.0):
-    """SIGINT the node and wait; returns its exit code."""
-    if process.poll() is None:
-        process.send_signal(2)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
 
 
 class Client:

@@ -91,10 +91,7 @@ def stereo_run(shared_dir, weights_npz, euroc_models, tmp_path_factory):
               'input_qos_reliability': 'reliable', 'descriptor_encoding': 'int8',
               'publish_vins_features': True, 'publish_keypoint_cloud': True,
               'stereo_pairs': ['cam0:cam1'], 'diagnostics_period_s': 0.2,
-              'cam0.intrinsics': [float(v) for v in (model0.matrix[0, 0], model0.matrix[1, 1],
-                                                     model0.matrix[0, 2], model0.matrix[1, 2])],
-              'cam0.distortion_model': 'plumb_bob',
-              'cam0.distortion_coeffs': [float(v) for v in model0.coeffs]}
+              **intrinsics_params('cam0', model0)}
     frames = euroc_frames(shared_dir)
     process = start_node(params, log)
     client = Client(cameras=('cam0', 'cam1'))
@@ -149,7 +146,7 @@ def test_int8_descriptors_on_the_wire(stereo_run, cpu_pipeline):
         assert len(msg.descriptors) == 0
         assert len(msg.descriptor_data) == len(msg.scores) * 64  # one byte per value
         got = features_from_msg(msg)
-        want = cpu_pipeline.extract(cpu_pipeline_grey(stereo_run['frames'][i][1]))
+        want = cpu_pipeline.extract_msg(image_msg(*stereo_run['frames'][i][1]))
         mine, ref = same_keypoints(got.keypoints, want.keypoints)
         raw = np.frombuffer(msg.descriptor_data, np.int8).reshape(-1, 64)
         np.testing.assert_array_less(np.abs(raw[mine] / 127.0 - want.descriptors[ref]),
@@ -171,11 +168,6 @@ def same_keypoints(got, want, radius=0.05, min_found=0.98):
     found = distance[np.arange(len(got)), nearest] <= radius
     assert found.mean() >= min_found, found.mean()
     return np.nonzero(found)[0], nearest[found]
-
-
-def cpu_pipeline_grey(image):
-    from xfeat_ros.decode import decode_image_msg
-    return decode_image_msg(image_msg(*image))
 
 
 def opencv_undistort(pixels, k, dist):
@@ -352,7 +344,7 @@ def test_float16_descriptors(shared_dir, weights_npz, tmp_path, cpu_pipeline):
     msg = keypoints['cam0'][0]
     assert msg.descriptor_encoding == 'float16' and len(msg.descriptors) == 0
     assert len(msg.descriptor_data) == len(msg.scores) * 64 * 2
-    want = cpu_pipeline.extract(cpu_pipeline_grey(euroc_frames(shared_dir, 1)[0][1]))
+    want = cpu_pipeline.extract_msg(image_msg(*euroc_frames(shared_dir, 1)[0][1]))
     got = np.frombuffer(msg.descriptor_data, '<f2').reshape(-1, 64).astype(np.float32)
     mine, ref = same_keypoints(features_from_msg(msg).keypoints, want.keypoints)
     np.testing.assert_allclose(got[mine], want.descriptors[ref], atol=2 ** -11 + DESCRIPTOR_ATOL)
@@ -400,6 +392,7 @@ def test_vins_fusion_stereo_features(shared_dir, weights_npz, tmp_path, euroc_mo
     keypoints, got, counts = run_mono(
         shared_dir, weights_npz, tmp_path / 'node.log',
         {'stereo_pairs': ['cam0:cam1'], 'publish_vins_features': True, 'vins_format': 'fusion',
+         'vins_velocity_units': 'normalized',
          **intrinsics_params('cam0', model0), **intrinsics_params('cam1', model1)},
         stereo=True, topics=[('/cam0/feature', PointCloud), ('/cam1/feature', PointCloud)])
     assert got['/cam1/feature'] == [] and len(got['/cam0/feature']) == 4
@@ -422,6 +415,24 @@ def test_vins_fusion_stereo_features(shared_dir, weights_npz, tmp_path, euroc_mo
         points = np.array([(p.x, p.y) for p in cloud.points[n_left:]])
         np.testing.assert_allclose(points, opencv_undistort(right_px, model1.matrix,
                                                             model1.coeffs), atol=1e-6)
+    # vins_velocity_units normalized: camera-0 velocities in undistorted coordinates per s.
+    clouds = got['/cam0/feature']
+    for (before, prev), (after, cur) in zip(zip(clouds, keypoints['cam0']),
+                                            list(zip(clouds, keypoints['cam0']))[1:]):
+        n0, n1 = len(prev.scores), len(cur.scores)
+        xy0 = np.array([(p.x, p.y) for p in before.points[:n0]])
+        xy1 = np.array([(p.x, p.y) for p in after.points[:n1]])
+        channel = {c.name: np.asarray(c.values)[:n1] for c in after.channels}
+        common, a, b = np.intersect1d(np.frombuffer(prev.track_ids, np.uint64),
+                                      np.frombuffer(cur.track_ids, np.uint64),
+                                      return_indices=True)
+        assert len(common) > 100
+        dt = ((cur.header.stamp.sec - prev.header.stamp.sec)
+              + (cur.header.stamp.nanosec - prev.header.stamp.nanosec) * 1e-9)
+        np.testing.assert_allclose(channel['velocity_x'][b], (xy1[b, 0] - xy0[a, 0]) / dt,
+                                   atol=1e-4)
+        np.testing.assert_allclose(channel['velocity_y'][b], (xy1[b, 1] - xy0[a, 1]) / dt,
+                                   atol=1e-4)
     assert 'feature_stereo_unpaired' not in counts
 
 

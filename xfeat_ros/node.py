@@ -41,7 +41,6 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
-from std_msgs.msg import Header
 
 from xfeat_ros.camera import (CameraModel, ideal_pixels, MODELS as DISTORTION_MODELS,
                               undistort_points)
@@ -280,8 +279,7 @@ class Frame:
     shape: tuple
     track_ids: object = None   # uint64 [N]
     track_ages: object = None  # uint32 [N]
-    frame_id: str = ''
-    header: object = None
+    header: object = None      # the image's std_msgs/Header
     vins: object = None        # VinsPart of this frame (publish_vins_features), or None
 
 
@@ -765,7 +763,7 @@ class XFeatNode(Node):
             if prev.slot is not None:
                 self._release(prev.slot)
         frame = Frame(msg.header.stamp, features, slot, (msg.height, msg.width), ids, ages,
-                      msg.header.frame_id, msg.header)
+                      msg.header)
         if state.cloud_pub is not None:
             state.cloud_pub.publish(keypoint_cloud_msg(msg.header, features, ids, ages))
         if state.feature_pub is not None:
@@ -793,9 +791,7 @@ class XFeatNode(Node):
         if self.params['vins_format'] == 'fusion' and state.stereo is not None:
             pair = state.stereo
             if state.name == pair.left:
-                while pair.pending_feature:  # never paired: send it alone, in order
-                    self._send_vins(state, pair.pending_feature.popleft(), None, None)
-                    state.counts['feature_stereo_unpaired'] += 1
+                self._flush_vins(pair)
                 if frame.vins is not None:
                     pair.pending_feature.append(frame)
             return
@@ -824,13 +820,17 @@ class XFeatNode(Node):
         dt_s = 0.0
         if prev is not None:
             dt_s = (stamp_ns(frame.stamp) - stamp_ns(prev.stamp)) / 1e9
-        if self.params['vins_velocity_units'] == 'normalized':
-            before = undistort_points(model, prev.features.keypoints) if prev is not None \
-                else normalized[:0]
-            velocity = track_velocity(normalized, before, origin, dt_s)
+        in_pixels = self.params['vins_velocity_units'] == 'pixels'
+        current = pixels if in_pixels else normalized
+        if prev is None:
+            before = current[:0]
+        elif in_pixels:
+            before = prev.features.keypoints
+        elif prev.vins is not None:  # undistorted when that frame was published
+            before = prev.vins.normalized
         else:
-            velocity = track_velocity(pixels, prev.features.keypoints if prev is not None
-                                      else pixels[:0], origin, dt_s)
+            before = undistort_points(model, prev.features.keypoints)
+        velocity = track_velocity(current, before, origin, dt_s)
         return VinsPart(normalized, pixels, velocity, frame.track_ids)
 
     def _send_vins(self, state, frame, right, result):
@@ -861,13 +861,16 @@ class XFeatNode(Node):
         """Publish the left frame's VINS-Fusion message with the right features matched."""
         if not any(frame is left for frame in pair.pending_feature):
             return  # no intrinsics for the left camera: counted when it was published
-        while pair.pending_feature:
-            frame = pair.pending_feature.popleft()
-            if frame is left:
-                break
-            self._send_vins(self.cameras[pair.left], frame, None, None)
-            self.cameras[pair.left].counts['feature_stereo_unpaired'] += 1
+        self._flush_vins(pair, until=left)
+        pair.pending_feature.popleft()
         self._send_vins(self.cameras[pair.left], left, right, result)
+
+    def _flush_vins(self, pair, until=None):
+        """Send the pair's waiting left frames alone, in order, up to ``until`` (excluded)."""
+        state = self.cameras[pair.left]
+        while pair.pending_feature and pair.pending_feature[0] is not until:
+            self._send_vins(state, pair.pending_feature.popleft(), None, None)
+            state.counts['feature_stereo_unpaired'] += 1
 
     def _publish_debug(self, state, msg, frame, prev, matches, origin):
         """Render and publish ``c/debug_image`` (only called while someone subscribes)."""
@@ -922,8 +925,7 @@ class XFeatNode(Node):
         if threshold > 0 and len(result):
             result = self._stereo_verified(pair, left.features, right.features, result,
                                            threshold)
-        header = Header(stamp=right.stamp, frame_id=right.frame_id)
-        pair.publisher.publish(matches_msg(header, left.stamp, left.features, right.features,
+        pair.publisher.publish(matches_msg(right.header, left.stamp, left.features, right.features,
                                            result))
         if self.params['publish_vins_features'] and self.params['vins_format'] == 'fusion':
             self._publish_vins_stereo(pair, left, right, result)
@@ -1006,9 +1008,7 @@ class XFeatNode(Node):
         for state in self.cameras.values():
             pair = state.stereo
             if pair is not None and state.name == pair.left:
-                while pair.pending_feature:  # left frames whose right never came
-                    self._send_vins(state, pair.pending_feature.popleft(), None, None)
-                    state.counts['feature_stereo_unpaired'] += 1
+                self._flush_vins(pair)  # left frames whose right never came
             if state.queue:
                 state.counts['dropped_shutdown'] += len(state.queue)
                 state.queue.clear()
