@@ -55,3 +55,47 @@ def test_play_tum_with_stamps(shared_dir):
             np.testing.assert_allclose(decode_image_msg(msg), read_grey(path), atol=1e-6)
     finally:
         client.close()
+
+
+class RecordingPublisher:
+    """Publisher stand-in that records publishes and acknowledgement waits in order."""
+
+    topic_name = '/image'
+
+    def __init__(self, acked=True):
+        self.events = []
+        self.acked = acked
+
+    def get_subscription_count(self):
+        return 1
+
+    def publish(self, msg):
+        self.events.append(('publish', msg))
+
+    def wait_for_all_acked(self, timeout):
+        self.events.append(('acked', timeout.nanoseconds))
+        return self.acked
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('acked', [True, False])
+def test_play_waits_for_acknowledgement_after_last_image(monkeypatch, acked):
+    import rclpy
+    from xfeat_ros import play as play_module
+    monkeypatch.setattr(play_module, 'SETTLE_S', 0.0)
+    monkeypatch.setattr(rclpy, 'ok', lambda: True)
+    warnings = []
+
+    class Node:
+        def get_logger(self):
+            return type('Logger', (), {'warning': staticmethod(warnings.append)})()
+
+    publisher = RecordingPublisher(acked)
+    messages = [(0, 'a'), (1000, 'b'), (2000, 'c')]  # stamped: never restamped
+    sent = play_module.play_messages(Node(), publisher, lambda: messages, rate=1000.0,
+                                     restamp=False)
+    assert sent == 3
+    # every image first, then one wait for acknowledgement before returning
+    assert [e[0] for e in publisher.events] == ['publish'] * 3 + ['acked']
+    assert publisher.events[-1][1] == int(play_module.ACK_TIMEOUT_S * 1e9)
+    assert len(warnings) == (0 if acked else 1)

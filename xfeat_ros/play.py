@@ -22,6 +22,7 @@ import time
 
 from builtin_interfaces.msg import Time
 import rclpy
+from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
@@ -32,6 +33,7 @@ from xfeat_ros.messages import image_msg
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
 SETTLE_S = 0.5
+ACK_TIMEOUT_S = 10.0
 
 
 def convert(pixels, encoding, target):
@@ -75,6 +77,23 @@ def wait_for_subscribers(publisher, timeout):
         time.sleep(SETTLE_S)
 
 
+def wait_for_delivery(node, publisher, timeout=ACK_TIMEOUT_S):
+    """
+    Wait up to ``timeout`` s until every matched reliable reader acknowledged all samples.
+
+    Destroying the node right after the last ``publish`` discards samples the
+    writer still holds for a reader that has not acknowledged them (the last
+    image was lost about every other run). Best-effort publishers return at
+    once. Returns whether everything was acknowledged; a timeout is logged.
+    """
+    if publisher.wait_for_all_acked(Duration(nanoseconds=int(timeout * 1e9))):
+        return True
+    node.get_logger().warning(
+        f'{publisher.topic_name}: not every subscriber acknowledged the last images '
+        f'within {timeout:g} s')
+    return False
+
+
 def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
                   wait_subscribers=10.0):
     """
@@ -109,6 +128,8 @@ def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
             break
         gap = 1.0 / rate if rate > 0 else 0.1
         restamp = True  # a replayed recording must not repeat its stamps
+    if published:
+        wait_for_delivery(node, publisher)
     return published
 
 
