@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from xfeat_ros.demo import camera_path, match_errors, synthetic_sequence
+from xfeat_ros.demo import (BAD_BGR, camera_path, draw_matches, GOOD_BGR, LEGEND_H,
+                            match_errors, synthetic_sequence)
 
 
 def test_camera_path_and_errors():
@@ -32,6 +33,26 @@ def test_synthetic_frames_are_real_photos():
     for pose in poses:  # the photo covers every frame: no border shows
         covered = cv2.warpPerspective(np.ones((512, 512), np.uint8), pose, (640, 480))
         assert covered.all()
+
+
+def colour_pixels(image, bgr, tolerance=40):
+    return int(np.all(np.abs(image.astype(int) - bgr) <= tolerance, axis=2).sum())
+
+
+@pytest.mark.parametrize('checked', [True, False])
+def test_picture_has_its_legend(tmp_path, checked):
+    import cv2
+    grey = np.full((120, 160, 3), 128, np.uint8)
+    p0 = np.array([[10.0, 10.0], [50.0, 60.0], [100.0, 90.0]])
+    good = np.array([True, True, False])
+    draw_matches(grey, grey, p0, p0 + [2.0, 1.0], good, tmp_path / 'm.png', checked)
+    image = cv2.imread(str(tmp_path / 'm.png'))
+    assert image.shape == (120 + LEGEND_H, 320, 3)
+    legend = image[120:]
+    assert colour_pixels(legend, GOOD_BGR) > 20  # the green swatch
+    assert (colour_pixels(legend, BAD_BGR) > 20) == checked  # red only where checked
+    assert colour_pixels(legend, (0, 0, 0), 60) > 50  # its text
+    assert colour_pixels(image[:120], BAD_BGR) > 0  # the wrong match is drawn red
 
 
 @pytest.mark.ros

@@ -67,20 +67,60 @@ def match_errors(p0, p1, h0, h1):
     return np.linalg.norm(ph[:, :2] / ph[:, 2:] - p1, axis=1)
 
 
-def draw_matches(img0, img1, p0, p1, good, path):
-    """Write both frames side by side with match lines (green: correct, red: not)."""
+GOOD_BGR = (0, 200, 0)
+BAD_BGR = (0, 0, 255)
+LEGEND_H = 26
+DRAWN_MAX = 150
+
+
+def legend_strip(width, drawn, total, good, checked=True):
+    """
+    Return the legend below the demo picture: BGR uint8 [:data:`LEGEND_H`, ``width``, 3].
+
+    ``good``: how many of the ``total`` matches lie within 3 px of the true
+    motion; ``drawn`` of them are drawn. ``checked`` False (no ground truth):
+    every line is green and the legend says so.
+    """
+    import cv2
+    strip = np.full((LEGEND_H, width, 3), 255, np.uint8)
+    font, scale, black = cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0)
+    y = LEGEND_H // 2
+    if checked:
+        entries = [(GOOD_BGR, f'within 3 px of the true motion: {good}'),
+                   (BAD_BGR, f'farther: {total - good}')]
+    else:
+        entries = [(GOOD_BGR, f'match (no ground truth to check): {total}')]
+    x = 6
+    for colour, text in entries:
+        cv2.line(strip, (x, y), (x + 24, y), colour, 3, cv2.LINE_AA)
+        cv2.putText(strip, text, (x + 30, y + 5), font, scale, black, 1, cv2.LINE_AA)
+        x += 40 + cv2.getTextSize(text, font, scale, 1)[0][0]
+    cv2.putText(strip, f'{drawn} of {total} matches drawn', (x, y + 5), font, scale,
+                (90, 90, 90), 1, cv2.LINE_AA)
+    return strip
+
+
+def draw_matches(img0, img1, p0, p1, good, path, checked=True):
+    """
+    Write both frames side by side with match lines and a legend strip below.
+
+    Green: the match is within 3 px of the true motion (``good``), red: not;
+    at most :data:`DRAWN_MAX` matches are drawn (every k-th).
+    """
     import cv2
     canvas = np.concatenate([img0, img1], axis=1)[:, :, ::-1].copy()
     offset = np.array([img0.shape[1], 0])
-    step = max(1, len(p0) // 150)
-    for a, b, ok in list(zip(p0, p1 + offset, good))[::step]:
-        colour = (0, 200, 0) if ok else (0, 0, 255)
+    step = max(1, -(-len(p0) // DRAWN_MAX))
+    drawn = list(zip(p0, p1 + offset, good))[::step]
+    for a, b, ok in drawn:
+        colour = GOOD_BGR if ok else BAD_BGR
         a = tuple(int(v) for v in a)
         b = tuple(int(v) for v in b)
         cv2.line(canvas, a, b, colour, 1, cv2.LINE_AA)
         cv2.circle(canvas, a, 3, colour, 1, cv2.LINE_AA)
         cv2.circle(canvas, b, 3, colour, 1, cv2.LINE_AA)
-    cv2.imwrite(str(path), canvas)
+    legend = legend_strip(canvas.shape[1], len(drawn), len(p0), int(np.sum(good)), checked)
+    cv2.imwrite(str(path), np.concatenate([canvas, legend], axis=0))
 
 
 def run_node_and_play(frames, stamps, args, log_path):
@@ -200,7 +240,7 @@ def main(argv=None):
         good = (match_errors(p0, p1, poses[pair], poses[pair + 1]) < 3.0 if poses is not None
                 else np.ones(len(p0), bool))
         rgb = [f if e != 'mono8' else f.repeat(3, axis=2) for f, e in frames[pair:pair + 2]]
-        draw_matches(rgb[0], rgb[1], p0, p1, good, out / 'matches.png')
+        draw_matches(rgb[0], rgb[1], p0, p1, good, out / 'matches.png', poses is not None)
         summary['picture'] = str(out / 'matches.png')
         summary['picture_pair'] = [pair, pair + 1]
     (out / 'summary.json').write_text(json.dumps(summary, indent=2))
