@@ -71,9 +71,9 @@ def read_bag(path):
 
 
 @pytest.fixture(scope='module')
-def images(shared_dir):
+def images(data_dir):
     """Return the first TUM frames as rgb8 sensor_msgs/Image with their stamps."""
-    frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
+    frames = list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
     return [image_msg(*read_image(path), stamp_msg(stamp), 'tum_rgb') for stamp, path in frames]
 
 
