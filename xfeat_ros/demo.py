@@ -188,7 +188,7 @@ def main(argv=None):
     parser.add_argument('--top-k', type=int, default=4096)
     parser.add_argument('--backend', default='auto')
     parser.add_argument('--weights', default='',
-                        help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
@@ -196,14 +196,17 @@ def main(argv=None):
     os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
     from xfeat_ros.errors import XFeatError
     from xfeat_ros.messages import features_from_msg
-    from xfeat_ros.weights import resolve_weights
+    from xfeat_ros.weights import find_weights, load_weights
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        args.weights = str(resolve_weights(args.weights))
+        weights, origin = find_weights(args.weights)
+        load_weights(weights)  # a wrong file is one line here, not a node that cannot start
     except XFeatError as exc:
         LOG.error('%s', exc)
         return 1
+    args.weights = str(weights)
+    LOG.info('weights: %s (%s)', weights, origin)
     if args.images:
         from xfeat_ros.play import load_frames
         loaded = load_frames(args.images, 'keep', args.frames)

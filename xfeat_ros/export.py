@@ -48,7 +48,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('-o', '--output', default='xfeat.onnx', help='ONNX file to write')
     parser.add_argument('-w', '--weights', default='',
-                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--height', type=int, help='fixed image height (floored to 32)')
     parser.add_argument('--width', type=int, help='fixed image width (floored to 32)')
     parser.add_argument('--check', action='store_true', help='run it once with ONNX Runtime')

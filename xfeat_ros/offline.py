@@ -132,7 +132,7 @@ def main(argv=None):
     parser.add_argument('--backend', choices=BACKENDS, default='auto',
                         help='as the node: auto tries the GPU engines, then the CPU')
     parser.add_argument('--weights', default='',
-                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--gpu', type=int, default=0, help='CUDA device for GPU backends')
     parser.add_argument('--num-threads', type=int, default=0,
                         help='ONNX Runtime CPU threads (0: its default)')
