@@ -33,6 +33,7 @@ import zlib
 
 import numpy as np
 
+from xfeat_ros.cli import one_line_errors
 from xfeat_ros.errors import WeightsError
 
 LOG = logging.getLogger(__name__)
@@ -252,6 +253,7 @@ def load_weights(path):
     return weights
 
 
+@one_line_errors('xfeat_weights')
 def main(argv=None):
     """Entry point of ``xfeat_weights``: which file is used, download, check a file."""
     parser = argparse.ArgumentParser(
@@ -268,21 +270,17 @@ def main(argv=None):
     check.add_argument('path', type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
-    try:
-        if args.command == 'which':
-            print(weights_summary(args.weights))
-        elif args.command == 'download':
-            cached = cache_dir() / CACHE_NAME
-            if cached.is_file() and not args.force:
-                print(f'{cached} is already there (--force replaces it)')
-            else:
-                print(f'downloaded {download_weights(cached)}')
+    if args.command == 'which':
+        print(weights_summary(args.weights))
+    elif args.command == 'download':
+        cached = cache_dir() / CACHE_NAME
+        if cached.is_file() and not args.force:
+            print(f'{cached} is already there (--force replaces it)')
         else:
-            tensors = load_weights(args.path)
-            print(f'{args.path}: {len(tensors)} XFeat tensors, sha256 {sha256_file(args.path)}')
-    except (WeightsError, OSError) as exc:
-        print(f'xfeat_weights: error: {exc}', file=sys.stderr)
-        return 1
+            print(f'downloaded {download_weights(cached)}')
+    else:
+        tensors = load_weights(args.path)
+        print(f'{args.path}: {len(tensors)} XFeat tensors, sha256 {sha256_file(args.path)}')
     return 0
 
 
