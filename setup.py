@@ -22,7 +22,9 @@ setup(
         (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
     ],
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
-    extras_require={'test': ['pytest', 'scipy', 'hypothesis']},
+    # The CPU path needs none of the GPU packages; `make setup-gpu` installs them.
+    extras_require={'test': ['pytest', 'scipy', 'hypothesis'],
+                    'gpu': ['torch', 'cupy-cuda13x', 'nvidia-cuda-nvrtc']},
     zip_safe=False,  # the weights are read from the package directory
     maintainer='xfeat_ros maintainers',
     maintainer_email='maintainers@xfeat-ros.org',
