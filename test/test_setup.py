@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The set-up and its entry points: Makefile, .ci/run, set-up profiles, the CPU path without torch."""
+"""The set-up: Makefile, .ci/run, set-up profiles, and the CPU path without torch."""
 
 import os
 from pathlib import Path
