@@ -12,6 +12,8 @@ setup(
     name=PACKAGE,
     version='0.1.0',
     packages=find_packages(exclude=['test']),
+    # The packaged backbone weights (upstream's, Apache-2.0) and their notice.
+    package_data={PACKAGE: ['data/xfeat_backbone.npz', 'data/NOTICE.md']},
     data_files=[
         ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
         (f'share/{PACKAGE}', ['package.xml']),
@@ -20,8 +22,10 @@ setup(
         (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
     ],
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
-    extras_require={'test': ['pytest', 'scipy', 'hypothesis']},
-    zip_safe=True,
+    # The CPU path needs none of the GPU packages; `make setup-gpu` installs them.
+    extras_require={'test': ['pytest', 'scipy', 'hypothesis'],
+                    'gpu': ['torch', 'cupy-cuda13x', 'nvidia-cuda-nvrtc']},
+    zip_safe=False,  # the weights are read from the package directory
     maintainer='xfeat_ros maintainers',
     maintainer_email='maintainers@xfeat-ros.org',
     description='XFeat learned features and matches for ROS 2 (CPU and GPU paths)',
@@ -35,6 +39,7 @@ setup(
             'xfeat_eval = xfeat_ros.evaluate:main',
             'xfeat_bench = xfeat_ros.bench:main',
             'xfeat_offline = xfeat_ros.offline:main',
+            'xfeat_weights = xfeat_ros.weights:main',
         ],
     },
 )

@@ -7,8 +7,11 @@
 # xfeat_ros_msgs interface package into it with CMake, and install the
 # repository itself in editable mode.
 #
-# Idempotent and cheap to re-run: pip is skipped while the requirement list is
-# unchanged, the messages are rebuilt only when xfeat_ros_msgs/ changed.
+# What is installed depends on XFEAT_SETUP_PROFILE (user, test, gpu, ros; see
+# the requirement groups below): CPU-only users get neither PyTorch nor NVRTC.
+# Idempotent and cheap to re-run: pip is skipped while every requirement of the
+# profile is installed, the messages are rebuilt only when xfeat_ros_msgs/ or
+# the ROS wheels changed.
 # Afterwards: `source scripts/ros_env.sh`.
 set -euo pipefail
 
@@ -23,7 +26,12 @@ MSGS_STAMP="${VENV}/.xfeat_msgs_stamp"
 EDITABLE_STAMP="${VENV}/.xfeat_editable_stamp"
 READY_STAMP="${VENV}/.xfeat_ready"
 
-REQUIREMENTS=(
+# Requirement groups; a profile installs some of them (XFEAT_SETUP_PROFILE):
+#   user   ROS + RUNTIME: the node, the tools and the demo on the CPU (make setup, make demo)
+#   test   user + TEST + GPU_BUILD: what CI runs (make test; the default)
+#   gpu    user + GPU_RUNTIME: the GPU path (make setup-gpu)
+#   ros    ROS only, and no editable install (the GPU machine, see bench/gpu_node_check.sh)
+ROS_REQUIREMENTS=(
   # ROS 2 runtime
   'ros-rclpy[fastrtps]'
   ros-sensor-msgs
@@ -41,6 +49,18 @@ REQUIREMENTS=(
   ros-ament-cmake-include-directories
   ros-rosidl-core-generators
   ros-ament-cmake-ros-core
+)
+RUNTIME_REQUIREMENTS=(
+  numpy
+  onnx
+  onnxruntime
+  opencv-python-headless
+  pyyaml
+  'rosbags>=0.11'
+  scikit-image   # the demo's photograph
+  matplotlib     # xfeat_eval / xfeat_bench plots
+)
+TEST_REQUIREMENTS=(
   # linters
   ros-ament-flake8
   ros-ament-pep257
@@ -52,22 +72,32 @@ REQUIREMENTS=(
   flake8-import-order
   flake8-quotes
   pydocstyle
-  # application and tests
-  numpy
-  onnx
-  onnxruntime
-  'torch==2.13.0'
-  'nvidia-cuda-nvrtc==13.*'
-  opencv-python-headless
-  scikit-image
-  matplotlib
   pytest
   hypothesis
-  pyyaml
-  'rosbags>=0.11'
+  scipy
+  # PyTorch on the CPU: reading .pt weights, the ONNX graph checked against torch
+  'torch==2.13.0'
 )
-# The ROS runtime and message build wheels are the first 15 entries.
-ROS_REQUIREMENT_COUNT=15
+# NVRTC compiles the CUDA kernels; CI keeps it so a kernel that does not compile fails
+# (test_kernels_compile), the CPU path never needs it.
+GPU_BUILD_REQUIREMENTS=('nvidia-cuda-nvrtc==13.*')
+GPU_RUNTIME_REQUIREMENTS=('torch==2.13.0' 'nvidia-cuda-nvrtc==13.*' "${XFEAT_CUPY:-cupy-cuda13x}")
+
+PROFILE="${XFEAT_SETUP_PROFILE:-test}"
+case "${PROFILE}" in
+  ros) REQUIREMENTS=("${ROS_REQUIREMENTS[@]}") ;;
+  user) REQUIREMENTS=("${ROS_REQUIREMENTS[@]}" "${RUNTIME_REQUIREMENTS[@]}") ;;
+  test|full) REQUIREMENTS=("${ROS_REQUIREMENTS[@]}" "${RUNTIME_REQUIREMENTS[@]}"
+                           "${TEST_REQUIREMENTS[@]}" "${GPU_BUILD_REQUIREMENTS[@]}") ;;
+  gpu) REQUIREMENTS=("${ROS_REQUIREMENTS[@]}" "${RUNTIME_REQUIREMENTS[@]}"
+                     "${GPU_RUNTIME_REQUIREMENTS[@]}") ;;
+  *) echo "[setup_venv] unknown XFEAT_SETUP_PROFILE=${PROFILE} (user, test, gpu, ros)" >&2
+     exit 2 ;;
+esac
+if [[ "${XFEAT_SETUP_LIST:-0}" == 1 ]]; then  # print the profile's requirements only
+  printf '%s\n' "${REQUIREMENTS[@]}"
+  exit 0
+fi
 
 log() { printf '[setup_venv] %s\n' "$*"; }
 
@@ -91,9 +121,7 @@ pip_quiet() {
 #                             the messages; no editable install
 #   XFEAT_PIP_ARGS="..."      extra pip install arguments (--no-index --find-links DIR)
 #   XFEAT_VENV_SYSTEM_SITE=1  the venv also sees the system's packages (torch, cupy)
-if [[ "${XFEAT_SETUP_PROFILE:-full}" == ros ]]; then
-  REQUIREMENTS=("${REQUIREMENTS[@]:0:${ROS_REQUIREMENT_COUNT}}")
-fi
+#   XFEAT_SETUP_LIST=1        print the profile's requirements and stop
 read -r -a PIP_EXTRA <<< "${XFEAT_PIP_ARGS:-}"
 VENV_ARGS=()
 [[ "${XFEAT_VENV_SYSTEM_SITE:-0}" == 1 ]] && VENV_ARGS+=(--system-site-packages)
@@ -110,18 +138,35 @@ case "${PY_VERSION}" in
   *) log "WARNING: ROS 2 wheels exist for CPython 3.11/3.12 only, venv has ${PY_VERSION}" ;;
 esac
 
-# 2. Python requirements.
-REQ_HASH="$(printf '%s\n' "${PY_VERSION}" "${REQUIREMENTS[@]}" | hash_stdin)"
-if [[ -f "${PIP_STAMP}" && "$(cat "${PIP_STAMP}")" == "${REQ_HASH}" ]]; then
-  log "requirements unchanged, skipping pip"
+# 2. Python requirements. The stamp lists every requirement installed so far (one
+# a line, after the Python version): a profile whose requirements are all there
+# skips pip, so `make demo` after `make test` installs nothing.
+installed_all() {
+  [[ -f "${PIP_STAMP}" ]] || return 1
+  local have req
+  have="$(cat "${PIP_STAMP}")"
+  [[ "$(head -n 1 <<< "${have}")" == "python ${PY_VERSION}" ]] || return 1
+  for req in "${REQUIREMENTS[@]}"; do
+    grep -qxF -- "${req}" <<< "${have}" || return 1
+  done
+}
+ROS_HASH="$(printf '%s\n' "${PY_VERSION}" "${ROS_REQUIREMENTS[@]}" | hash_stdin)"
+if installed_all; then
+  log "requirements of profile ${PROFILE} already installed, skipping pip"
 else
-  log "installing requirements with pip (this takes a few minutes the first time)"
+  log "installing the ${PROFILE} requirements with pip (a few minutes the first time)"
   if [[ -z "${XFEAT_PIP_ARGS:-}" ]]; then
     pip_quiet install -q --upgrade pip setuptools wheel
   fi
   pip_quiet install -q "${PIP_EXTRA[@]}" "${REQUIREMENTS[@]}"
-  printf '%s\n' "${REQ_HASH}" > "${PIP_STAMP}"
-  rm -f "${MSGS_STAMP}"  # new ROS wheels: rebuild the messages against them
+  {
+    printf 'python %s\n' "${PY_VERSION}"
+    if [[ -f "${PIP_STAMP}" && "$(head -n 1 "${PIP_STAMP}")" == "python ${PY_VERSION}" ]]; then
+      tail -n +2 "${PIP_STAMP}"
+    fi
+    printf '%s\n' "${REQUIREMENTS[@]}"
+  } | awk '!seen[$0]++' > "${PIP_STAMP}.new"
+  mv "${PIP_STAMP}.new" "${PIP_STAMP}"
 fi
 
 export VIRTUAL_ENV="${VENV}"
@@ -131,7 +176,7 @@ export AMENT_PREFIX_PATH="${VENV}${AMENT_PREFIX_PATH:+:${AMENT_PREFIX_PATH}}"
 # 3. xfeat_ros_msgs: configure, build and install into the venv prefix.
 MSGS_HASH="$(
   {
-    printf '%s\n' "${REQ_HASH}"
+    printf '%s\n' "${ROS_HASH}"  # new ROS wheels: rebuild the messages against them
     cd "${MSGS_SRC}"
     find . -type f \( -name '*.msg' -o -name '*.srv' -o -name '*.action' \
       -o -name 'CMakeLists.txt' -o -name '*.cmake' -o -name 'package.xml' \) \
@@ -202,12 +247,12 @@ PYEOF
 }
 
 # 4. The repository itself (ament_python package), editable.
-if [[ "${XFEAT_SETUP_PROFILE:-full}" == ros ]]; then
+if [[ "${PROFILE}" == ros ]]; then
   log "ROS profile: no editable install (put the repository on PYTHONPATH)"
 elif [[ -f "${REPO_ROOT}/setup.py" || -f "${REPO_ROOT}/pyproject.toml" ]]; then
   EDITABLE_HASH="$(
     {
-      printf '%s\n' "${REQ_HASH}"
+      printf '%s\n' "${ROS_HASH}"
       cd "${REPO_ROOT}"
       for f in setup.py setup.cfg pyproject.toml package.xml; do
         [[ -f "${f}" ]] && sha256sum "${f}"
@@ -234,7 +279,7 @@ else
   log "no setup.py at ${REPO_ROOT} yet, skipping editable install"
 fi
 
-printf 'ready %s python=%s req=%s msgs=%s\n' \
-  "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${PY_VERSION}" "${REQ_HASH:0:12}" "${MSGS_HASH:0:12}" \
+printf 'ready %s python=%s profile=%s ros=%s msgs=%s\n' \
+  "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${PY_VERSION}" "${PROFILE}" "${ROS_HASH:0:12}" "${MSGS_HASH:0:12}" \
   > "${READY_STAMP}"
 log "done: source scripts/ros_env.sh to use it"

@@ -14,9 +14,17 @@ os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get('XFEAT_ROS_SHARED', REPO.parent / 'shared'))
+FIXTURES = REPO / 'test' / 'data'  # a few real frames and their golden outputs (README there)
+HAVE_SHARED = SHARED.is_dir()
+# Where data/ and golden/ are read from: ../shared when present, else the fixtures.
+DATA_ROOT = SHARED if HAVE_SHARED else FIXTURES
 MODELS = SHARED / 'models'
 DATA = SHARED / 'data'
 GOLDEN = SHARED / 'golden'
+NEEDS_SHARED = (f'needs ../shared ({SHARED}: the full data sets, models and golden outputs), '
+                'which is not beside this clone; the fixtures in test/data cover the short '
+                'tests only')
+MAX_TEST_ID = 200  # characters; colcon reads pytest's summary lines with a bounded reader
 
 
 def pytest_configure(config):
@@ -24,20 +32,44 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'gpu: needs a CUDA GPU (skipped where none)')
     config.addinivalue_line('markers', 'ros: starts ROS 2 nodes (needs rclpy and messages)')
     config.addinivalue_line('markers', 'linter: ament lint tests')
+    config.addinivalue_line('markers', 'copyright: ament_copyright lint test')
+
+
+def pytest_collection_modifyitems(config, items):
+    """Refuse test ids longer than :data:`MAX_TEST_ID` (colcon stops reading at long lines)."""
+    long_ids = [item.nodeid for item in items if len(item.nodeid) > MAX_TEST_ID]
+    if long_ids:
+        shown = ', '.join(f'{i[:80]}... ({len(i)} chars)' for i in long_ids[:3])
+        raise pytest.UsageError(f'{len(long_ids)} test ids are longer than {MAX_TEST_ID} '
+                                f'characters (give them short ids): {shown}')
 
 
 @pytest.fixture(scope='session')
 def shared_dir():
-    """Return the ../shared folder (models, data, golden); skip where absent."""
-    if not SHARED.is_dir():
-        pytest.skip(f'{SHARED} (models, data, golden) is not present beside the repository')
+    """Return the ../shared folder (models, data, golden); skip, saying so, where absent."""
+    if not HAVE_SHARED:
+        pytest.skip(NEEDS_SHARED)
     return SHARED
 
 
 @pytest.fixture(scope='session')
-def weights_npz(shared_dir):
-    """Return the path of the backbone weights as .npz."""
-    return MODELS / 'xfeat_backbone.npz'
+def data_dir():
+    """Return the folder holding ``data/`` and ``golden/``: ../shared, else test/data."""
+    return DATA_ROOT
+
+
+def need(path):
+    """Return ``path``; skip the test (saying ../shared is needed) where it does not exist."""
+    if not Path(path).exists():
+        pytest.skip(f'{path} is not in the fixtures: {NEEDS_SHARED}')
+    return path
+
+
+@pytest.fixture(scope='session')
+def weights_npz():
+    """Return the path of the backbone weights as .npz (the copy packaged with xfeat_ros)."""
+    from xfeat_ros.weights import packaged_weights
+    return packaged_weights()
 
 
 @pytest.fixture(scope='session')

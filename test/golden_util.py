@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Parity metrics against ../shared/golden (upstream XFeat outputs)."""
+"""Parity metrics against upstream XFeat outputs (../shared/golden, or test/data/golden)."""
 
 from dataclasses import dataclass
 
@@ -24,11 +24,19 @@ GOLDEN_PAIRS = list(zip(list(GOLDEN_IMAGES)[:-1], list(GOLDEN_IMAGES)[1:]))
 FOUND_PX = 0.5
 
 
-def load_golden(shared_dir):
-    """Golden arrays per image stem and per (stem, stem) pair, from ../shared/golden."""
-    out = {stem: dict(np.load(shared_dir / 'golden' / f'{stem}.npz')) for stem in GOLDEN_IMAGES}
+def load_golden(root):
+    """
+    Golden arrays per image stem and per (stem, stem) pair, from ``root``/golden.
+
+    ``root`` is ../shared (every stem and pair) or the fixtures test/data (a
+    few): only the files present are loaded; callers skip the others.
+    """
+    golden = root / 'golden'
+    out = {stem: dict(np.load(golden / f'{stem}.npz')) for stem in GOLDEN_IMAGES
+           if (golden / f'{stem}.npz').is_file()}
     for a, b in GOLDEN_PAIRS:
-        out[(a, b)] = dict(np.load(shared_dir / 'golden' / f'{a}__{b}.npz'))
+        if (golden / f'{a}__{b}.npz').is_file():
+            out[(a, b)] = dict(np.load(golden / f'{a}__{b}.npz'))
     return out
 
 

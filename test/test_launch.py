@@ -52,7 +52,7 @@ def xfeat_launch(weights_npz, tmp_path_factory):
 
 
 @pytest.mark.launch(fixture=xfeat_launch)
-def test_launch_file_runs_node(shared_dir):
+def test_launch_file_runs_node(data_dir):
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
@@ -70,7 +70,7 @@ def test_launch_file_runs_node(shared_dir):
     node.create_subscription(keypoints_type, f'/{NAMESPACE}/keypoints', got.append, qos)
     node.create_subscription(matches_type, f'/{NAMESPACE}/matches', matched.append, qos)
     publisher = node.create_publisher(Image, IMAGE_TOPIC, qos)
-    frames = [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:2]]
+    frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:2]]
     try:
         deadline = time.monotonic() + 60
         while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:

@@ -34,9 +34,9 @@ def malformed(good):
     return cases
 
 
-def test_bad_images_rejected_node_keeps_working(shared_dir, weights_npz, cpu_pipeline,
+def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipeline,
                                                 tmp_path):
-    frames = [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:3]]
+    frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:3]]
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable'},
                          log, extra_args=['--log-level', 'xfeat:=info'])

@@ -1,6 +1,9 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""End to end: a real xfeat_node process fed TUM fr2/desk frames through rclpy."""
+"""End to end: a real xfeat_node process fed TUM fr2/desk frames through rclpy.
+
+All the frames of ../shared (20), else of the fixtures in test/data (8).
+"""
 
 import re
 
@@ -40,9 +43,9 @@ def stamp_of(ns):
 
 
 @pytest.fixture(scope='module')
-def tum_run(shared_dir, weights_npz, tmp_path_factory):
-    """Feed all 20 TUM frames through a node; return frames, outputs and the node log."""
-    frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')
+def tum_run(data_dir, weights_npz, tmp_path_factory):
+    """Feed all TUM frames through a node; return frames, outputs and the node log."""
+    frames = list_sequence(data_dir / 'data' / 'tum_fr2_desk')
     log = tmp_path_factory.mktemp('node') / 'node.log'
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
                           'input_qos_depth': 100, 'queue_size': 100}, log)
@@ -86,9 +89,9 @@ def test_keypoints_well_formed(tum_run):
         assert np.all(np.diff(f.scores) <= 0) and np.all(f.scores > 0)
 
 
-def test_matches_consistent_and_geometric(tum_run, shared_dir):
+def test_matches_consistent_and_geometric(tum_run, data_dir):
     frames, keypoints, matches, _ = tum_run
-    poses = load_poses(shared_dir / 'data' / 'tum_fr2_desk' / 'groundtruth.txt')
+    poses = load_poses(data_dir / 'data' / 'tum_fr2_desk' / 'groundtruth.txt')
     names = [path.stem for _, path in frames]
     errors = []
     ratios = []

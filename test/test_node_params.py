@@ -48,8 +48,8 @@ def test_validate_parameter_table():
 
 
 @pytest.fixture(scope='module')
-def frames(shared_dir):
-    return [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:6]]
+def frames(data_dir):
+    return [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:6]]
 
 
 @pytest.mark.ros
@@ -151,9 +151,9 @@ def test_config_documents_every_parameter_with_its_default():
 
 
 @pytest.mark.ros
-def test_readme_stereo_params_file(weights_npz, tmp_path):
-    """The README's stereo parameters file loads: nested per-camera intrinsics, pairs."""
-    readme = (REPO_CONFIG.parents[1] / 'README.md').read_text()
+def test_documented_stereo_params_file(weights_npz, tmp_path):
+    """The documented stereo parameters file loads: nested per-camera intrinsics, pairs."""
+    readme = (REPO_CONFIG.parents[1] / 'docs' / 'outputs.md').read_text()
     start = readme.index('```yaml\n/**/xfeat:') + len('```yaml\n')
     params_file = tmp_path / 'stereo.yaml'
     params_file.write_text(readme[start:readme.index('```', start)])

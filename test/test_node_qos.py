@@ -15,9 +15,9 @@ from xfeat_ros.node import XFeatNode
 pytestmark = pytest.mark.ros
 
 
-def test_auto_hears_reliable_large_frames(shared_dir, weights_npz, tmp_path):
+def test_auto_hears_reliable_large_frames(data_dir, weights_npz, tmp_path):
     """Default (auto) input: 640x480 RGB frames from a reliable publisher all arrive."""
-    frames = [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:8]]
+    frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:8]]
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'queue_size': 50}, log)
     client = Client()

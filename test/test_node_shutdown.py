@@ -17,8 +17,9 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
-def test_signal_while_busy(sig, shared_dir, weights_npz, tmp_path):
-    frames = [read_image(p) for _, p in list_sequence(shared_dir / 'data' / 'tum_fr2_desk')]
+def test_signal_while_busy(sig, data_dir, weights_npz, tmp_path):
+    frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')]
+    frames = (frames * 3)[:20]  # enough work in hand for the signal (the fixtures have 8)
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
                           'input_qos_depth': 100, 'queue_size': 100,

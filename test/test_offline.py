@@ -71,9 +71,9 @@ def read_bag(path):
 
 
 @pytest.fixture(scope='module')
-def images(shared_dir):
+def images(data_dir):
     """Return the first TUM frames as rgb8 sensor_msgs/Image with their stamps."""
-    frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
+    frames = list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
     return [image_msg(*read_image(path), stamp_msg(stamp), 'tum_rgb') for stamp, path in frames]
 
 
@@ -172,16 +172,24 @@ def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline
     assert len(np.frombuffer(keypoints[1][1].track_ids, np.uint64)) == len(keypoints[1][1].scores)
 
 
-def test_offline_errors(tmp_path, images, weights_npz, caplog):
+def test_offline_errors(tmp_path, images, weights_npz, capsys, monkeypatch):
+    import logging
     from xfeat_ros.offline import main
+    for name in ('', 'xfeat_offline', 'xfeat_ros'):  # as launch_testing's pytest plugin does
+        monkeypatch.setattr(logging.getLogger(name), 'propagate', False)
     source = write_image_bag(tmp_path / 'in', images[:1], 'sqlite3')
-    assert main([str(source), str(source)]) == 1
-    assert 'exists already' in caplog.text
-    assert main([str(tmp_path / 'nothing'), str(tmp_path / 'out')]) == 1
-    assert 'is not a rosbag2 bag' in caplog.text
-    assert main([str(source), str(tmp_path / 'out'), '--topic', '/nope',
-                 '--backend', 'onnxruntime', '--weights', str(weights_npz)]) == 1
-    assert "no sensor_msgs/msg/Image topic '/nope'" in caplog.text
+
+    def error_of(argv):
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith('xfeat_offline: error: ') and 'Traceback' not in err
+        return err[-1]
+
+    assert 'exists already' in error_of([str(source), str(source)])
+    assert 'is not a rosbag2 bag' in error_of([str(tmp_path / 'nothing'), str(tmp_path / 'out')])
+    assert "no sensor_msgs/msg/Image topic '/nope'" in error_of(
+        [str(source), str(tmp_path / 'out'), '--topic', '/nope', '--backend', 'onnxruntime',
+         '--weights', str(weights_npz)])
     assert not (tmp_path / 'out').exists()
 
 

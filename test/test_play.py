@@ -34,21 +34,21 @@ def test_convert_encodings():
 
 
 @pytest.mark.ros
-def test_play_tum_with_stamps(shared_dir):
+def test_play_tum_with_stamps(data_dir):
     from sensor_msgs.msg import Image
     client = Client()
     images = []
     client.node.create_subscription(Image, 'image', images.append, 10)
     try:
         process = subprocess.Popen(
-            [sys.executable, '-m', 'xfeat_ros.play', str(shared_dir / 'data' / 'tum_fr2_desk'),
+            [sys.executable, '-m', 'xfeat_ros.play', str(data_dir / 'data' / 'tum_fr2_desk'),
              '--count', '4', '--rate', '20', '--encoding', 'bgr8'],
             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         client.spin_until(lambda: len(images) == 4 or process.poll() is not None, 60)
         client.spin_until(lambda: len(images) == 4, 5)
         assert len(images) == 4, process.stdout.read()
         assert process.wait(30) == 0
-        frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:4]
+        frames = list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:4]
         for msg, (stamp, path) in zip(images, frames):
             assert msg.header.stamp.sec * 10 ** 9 + msg.header.stamp.nanosec == stamp
             assert msg.encoding == 'bgr8' and (msg.width, msg.height) == (640, 480)

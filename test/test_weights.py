@@ -1,9 +1,11 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of xfeat_ros.weights: loading, checking, lookup order and download.
+"""Unit tests of xfeat_ros.weights: loading, checking, lookup order, download, xfeat_weights.
 
 No network is used: ``urllib.request.urlopen`` is replaced by fakes, and the
 cache directory is redirected to ``tmp_path`` through ``XDG_CACHE_HOME``.
+PyTorch files are made with torch where it is installed (the CPU path does
+not need it); the tests that read them skip, saying so, where it is not.
 """
 
 import os
@@ -14,23 +16,39 @@ import urllib.request
 
 import numpy as np
 import pytest
-import torch
 
 from xfeat_ros import weights as W
 from xfeat_ros.errors import WeightsError, XFeatError
 from xfeat_ros.weights import (
-    ENV_VAR, expected_shapes, git_blob_id, load_weights, resolve_weights, sha256_file)
+    ENV_VAR, expected_shapes, find_weights, git_blob_id, load_weights, resolve_weights,
+    sha256_file, weights_summary)
 
 N_TENSORS = 77
-# From shared/models/README.md.
+# From shared/models/README.md (the packaged .npz is the same file).
 SHA256_PT = 'fc8c0763b41de41e60eeba3d85941354cc144f1398b00e82263af369130d1345'
 SHA256_NPZ = '88af23fb87f57929a0a5ad7d9764fa5440d619672aab7138fd43422d3f19aefd'
 
 
+def need_torch():
+    """Return torch; skip the test where it is not installed (CPU-only set-up)."""
+    return pytest.importorskip('torch', reason='PyTorch files need torch, which the CPU-only '
+                                               'set-up does not install')
+
+
 @pytest.fixture(scope='module')
-def weights_pt(shared_dir):
-    """Path of the backbone weights as a PyTorch state dict."""
-    return shared_dir / 'models' / 'xfeat_backbone.pt'
+def weights_pt(weights_npz, tmp_path_factory):
+    """
+    Path of the backbone weights as a PyTorch state dict.
+
+    ../shared/models/xfeat_backbone.pt where ../shared is present, else the
+    packaged .npz saved with torch.save (the same tensors).
+    """
+    from conftest import HAVE_SHARED, MODELS
+    if HAVE_SHARED:
+        return MODELS / 'xfeat_backbone.pt'
+    with np.load(weights_npz) as data:
+        return save_pt(tmp_path_factory.mktemp('pt') / 'xfeat_backbone.pt',
+                       {k: data[k] for k in data.files})
 
 
 @pytest.fixture(scope='module')
@@ -49,6 +67,7 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def save_pt(path, arrays):
+    torch = need_torch()
     torch.save({k: torch.from_numpy(np.asarray(v)) for k, v in arrays.items()}, path)
     return path
 
@@ -98,9 +117,16 @@ def test_load_shared_weights(which, weights_npz, weights_pt, state_dict):
         np.testing.assert_array_equal(value, state_dict[name])
 
 
-def test_shared_files_match_their_published_sha256(weights_npz, weights_pt):
-    assert sha256_file(weights_pt) == SHA256_PT
+def test_packaged_weights_match_their_published_sha256(weights_npz):
+    assert weights_npz == W.PACKAGED and W.PACKAGED_SHA256 == SHA256_NPZ
     assert sha256_file(weights_npz) == SHA256_NPZ
+    notice = (W.PACKAGED.parent / 'NOTICE.md').read_text()
+    assert SHA256_NPZ in notice and 'Apache' in notice and 'Potje' in notice
+
+
+def test_shared_files_match_their_published_sha256(shared_dir):
+    assert sha256_file(shared_dir / 'models' / 'xfeat_backbone.pt') == SHA256_PT
+    assert sha256_file(shared_dir / 'models' / 'xfeat_backbone.npz') == SHA256_NPZ
 
 
 def test_load_accepts_str_path(weights_npz):
@@ -193,6 +219,7 @@ def test_corrupted_member_of_npz_raises(tmp_path, weights_npz):
 
 
 def test_pt_holding_a_tensor_not_a_dict_raises(tmp_path):
+    torch = need_torch()
     path = tmp_path / 'tensor.pt'
     torch.save(torch.zeros(3), path)
     with pytest.raises(WeightsError, match='not a state dict'):
@@ -204,8 +231,24 @@ def test_npz_with_object_array_raises(tmp_path, state_dict):
     broken['skip1.1.bias'] = np.array([None, 1], dtype=object)
     path = tmp_path / 'object.npz'
     np.savez(path, **broken)
-    with pytest.raises(WeightsError):
+    with pytest.raises(WeightsError, match='Python objects') as info:
         load_weights(path)
+    assert 'allow_pickle' not in str(info.value)
+
+
+@pytest.mark.parametrize('name,content,says', [
+    ('README.md', b'# xfeat_ros\n\nXFeat learned features', 'not a weights file'),
+    ('junk.npz', b'\x00junk' * 100, 'not an .npz weights file'),
+    ('text.pt', b'hello, not a tensor', 'not a weights file'),
+])
+def test_not_a_weights_file_is_one_clear_line(tmp_path, name, content, says):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(WeightsError, match=says) as info:
+        load_weights(path)
+    message = str(info.value)
+    assert str(path) in message and '\n' not in message
+    assert 'allow_pickle' not in message and 'weights_only' not in message
 
 
 @pytest.mark.parametrize('name', ['missing.pt', 'missing.npz', 'sub/dir/missing.pt'])
@@ -282,10 +325,11 @@ def test_env_wins_over_cache(candidates, monkeypatch, no_download):
     assert no_download == []
 
 
-def test_cache_wins_over_download(candidates, no_download):
+def test_cache_wins_over_packaged(candidates, no_download):
     _, _, cache = candidates
     assert resolve_weights('') == cache
     assert resolve_weights() == cache
+    assert find_weights('') == (cache, 'user cache')
     assert no_download == []
 
 
@@ -294,18 +338,34 @@ def test_empty_env_var_is_ignored(candidates, monkeypatch, no_download):
     assert resolve_weights('') == candidates[2]
 
 
-def test_download_is_last(clean_env, no_download):
-    assert resolve_weights('') == clean_env
-    assert no_download == [clean_env]
-    assert clean_env.read_bytes() == b'downloaded'
+def test_packaged_copy_is_last_and_nothing_is_downloaded(clean_env, no_download, monkeypatch):
+    def offline(*args, **kwargs):
+        raise AssertionError('the lookup must not touch the network')
+
+    monkeypatch.setattr(urllib.request, 'urlopen', offline)
+    assert resolve_weights('') == W.PACKAGED and W.PACKAGED.is_file()
+    assert find_weights('') == (W.PACKAGED, 'packaged copy')
+    assert no_download == [] and not clean_env.exists()
+    assert len(load_weights(resolve_weights(''))) == N_TENSORS
 
 
-def test_no_download_allowed_says_where_to_put_the_file(clean_env, no_download):
-    with pytest.raises(WeightsError) as info:
-        resolve_weights('', download=False)
-    assert str(clean_env) in str(info.value)
-    assert ENV_VAR in str(info.value)
-    assert no_download == []
+@pytest.mark.parametrize('origin', ['parameter', 'env', 'cache', 'packaged'])
+def test_summary_names_the_file_and_where_it_was_found(candidates, monkeypatch, origin):
+    explicit, env, cache = candidates
+    if origin == 'env':
+        monkeypatch.setenv(ENV_VAR, str(env))
+    if origin == 'packaged':
+        cache.unlink()
+    want = {'parameter': (explicit, 'weights parameter'), 'env': (env, f'${ENV_VAR}'),
+            'cache': (cache, 'user cache'), 'packaged': (W.PACKAGED, 'packaged copy')}[origin]
+    summary = weights_summary(str(explicit) if origin == 'parameter' else '')
+    assert summary == f'weights: {want[0]} ({want[1]})'
+
+
+def test_missing_packaged_copy_says_what_to_set(clean_env, monkeypatch):
+    monkeypatch.setattr(W, 'PACKAGED', clean_env.parent / 'gone.npz')
+    with pytest.raises(WeightsError, match=ENV_VAR):
+        resolve_weights('')
 
 
 def test_explicit_path_is_expanded(tmp_path, clean_env, monkeypatch, no_download):
@@ -345,10 +405,10 @@ def test_download_failure_says_where_to_put_the_file(clean_env, monkeypatch, exc
 
     monkeypatch.setattr(urllib.request, 'urlopen', fail)
     with pytest.raises(WeightsError) as info:
-        resolve_weights('')
+        W.download_weights(clean_env)
     message = str(info.value)
     assert str(clean_env) in message
-    assert ENV_VAR in message
+    assert 'packaged copy' in message
     assert W.UPSTREAM_URL in message
     assert info.value.__cause__ is exc
     assert not clean_env.exists()
@@ -416,11 +476,42 @@ def test_blob_id_mismatch_raises_and_writes_nothing(tmp_path, monkeypatch):
     assert not destination.parent.exists() or list(destination.parent.iterdir()) == []
 
 
-def test_resolve_download_with_wrong_content_raises(clean_env, monkeypatch):
+def test_download_command_with_wrong_content_fails_in_one_line(clean_env, monkeypatch,
+                                                               capsys):
     monkeypatch.setattr(urllib.request, 'urlopen', lambda *a, **k: FakeResponse(b'html'))
-    with pytest.raises(WeightsError, match=W.UPSTREAM_GIT_BLOB):
-        resolve_weights('')
-    assert not clean_env.exists()
+    assert W.main(['download']) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('xfeat_weights: error: ') and W.UPSTREAM_GIT_BLOB in err
+    assert err.count('\n') == 1 and not clean_env.exists()
+
+
+def test_download_command_fills_the_cache_the_lookup_then_uses(clean_env, monkeypatch, capsys,
+                                                               weights_pt):
+    data = weights_pt.read_bytes()
+    monkeypatch.setattr(urllib.request, 'urlopen', lambda *a, **k: FakeResponse(data))
+    monkeypatch.setattr(W, 'UPSTREAM_GIT_BLOB', git_blob_id(data))
+    assert W.main(['download']) == 0
+    assert clean_env.read_bytes() == data
+    assert f'downloaded {clean_env}' in capsys.readouterr().out
+    assert W.main(['download']) == 0  # already there: kept
+    assert 'already there' in capsys.readouterr().out
+    assert W.main(['which']) == 0
+    assert capsys.readouterr().out.strip() == f'weights: {clean_env} (user cache)'
+    assert len(load_weights(resolve_weights(''))) == N_TENSORS
+
+
+def test_which_and_check_commands(clean_env, capsys, tmp_path, weights_npz):
+    assert W.main(['which']) == 0
+    assert capsys.readouterr().out.strip() == f'weights: {W.PACKAGED} (packaged copy)'
+    assert W.main(['check', str(weights_npz)]) == 0
+    assert f'{N_TENSORS} XFeat tensors, sha256 {SHA256_NPZ}' in capsys.readouterr().out
+    bad = tmp_path / 'README.md'
+    bad.write_text('# not weights\n')
+    assert W.main(['check', str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('xfeat_weights: error: ') and err.count('\n') == 1
+    assert W.main(['which', '--weights', str(tmp_path / 'missing.npz')]) == 1
+    assert 'not a file' in capsys.readouterr().err
 
 
 def test_downloaded_shared_weights_load(tmp_path, monkeypatch, weights_pt):
@@ -434,7 +525,8 @@ def test_downloaded_shared_weights_load(tmp_path, monkeypatch, weights_pt):
 # ----------------------------------------------------------------------------- blob id
 
 @pytest.mark.parametrize('content', [b'', b'hello\n', b'\0' * 10, b'blob 5\0abcde',
-                                     bytes(range(256)) * 300])
+                                     bytes(range(256)) * 300],
+                         ids=['empty', 'hello', 'zeros', 'blob-header', 'bytes-76800'])
 def test_git_blob_id_matches_git_hash_object(tmp_path, content):
     path = tmp_path / 'blob'
     path.write_bytes(content)

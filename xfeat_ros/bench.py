@@ -58,6 +58,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from xfeat_ros.cli import one_line_errors
+from xfeat_ros.errors import XFeatError
+
 LOG = logging.getLogger('xfeat_bench')
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1318,11 +1321,15 @@ def build_parser():
     return parser
 
 
+@one_line_errors('xfeat_bench')
 def main(argv=None):
     """Command-line entry point of ``xfeat_bench``."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, 'verbose', False) else logging.WARNING,
                         format='%(name)s: %(message)s')
+    if args.mode in ('pipeline', 'cpu') and not Path(args.images).is_dir():
+        raise XFeatError(f'no images at {args.images} (the default is ../shared/data/'
+                         'tum_fr2_desk beside the repository): give --images DIR')
     if args.mode in ('pipeline', 'cpu'):
         args.weights = args.weights or default_weights()
         return run_pipeline(args)

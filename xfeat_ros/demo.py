@@ -26,6 +26,9 @@ import time
 
 import numpy as np
 
+from xfeat_ros.cli import one_line_errors, stop_on_sigterm
+from xfeat_ros.errors import XFeatError
+
 LOG = logging.getLogger('xfeat_demo')
 FRAME_HW = (480, 640)
 
@@ -123,10 +126,23 @@ def draw_matches(img0, img1, p0, p1, good, path, checked=True):
     cv2.imwrite(str(path), np.concatenate([canvas, legend], axis=0))
 
 
+def last_error(log_path):
+    """Return the node log's last ERROR/FATAL line (without its prefix), or 'no reason logged'."""
+    try:
+        lines = Path(log_path).read_text(errors='replace').splitlines()
+    except OSError:
+        return 'no log'
+    for line in reversed(lines):
+        if '[ERROR]' in line or '[FATAL]' in line:
+            return line.split(']: ', 1)[-1]
+    return 'no reason logged'
+
+
 def run_node_and_play(frames, stamps, args, log_path):
     """Start xfeat_node, publish frames, return (keypoints msgs, matches msgs, seconds)."""
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
     from xfeat_ros.messages import image_msg, message_types
@@ -140,7 +156,7 @@ def run_node_and_play(frames, stamps, args, log_path):
     qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
     with open(log_path, 'w') as log:
         node_process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C: KeyboardInterrupt
     node = rclpy.create_node('xfeat_demo')
     keypoints, matches = [], []
     node.create_subscription(keypoints_type, 'keypoints', keypoints.append, qos)
@@ -151,7 +167,8 @@ def run_node_and_play(frames, stamps, args, log_path):
         while publisher.get_subscription_count() == 0 or node.count_publishers(
                 '/keypoints') == 0:
             if node_process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f'xfeat_node did not start; see {log_path}')
+                raise XFeatError(f'xfeat_node did not start ({last_error(log_path)}); '
+                                 f'see {log_path}')
             rclpy.spin_once(node, timeout_sec=0.1)
         settle = time.monotonic() + 0.5  # let the writer match the reader it counted
         while time.monotonic() < settle:
@@ -179,6 +196,7 @@ def run_node_and_play(frames, stamps, args, log_path):
     return keypoints, matches, elapsed
 
 
+@one_line_errors('xfeat_demo')
 def main(argv=None):
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0].strip())
@@ -188,22 +206,21 @@ def main(argv=None):
     parser.add_argument('--top-k', type=int, default=4096)
     parser.add_argument('--backend', default='auto')
     parser.add_argument('--weights', default='',
-                        help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
-    from xfeat_ros.errors import XFeatError
+    stop_on_sigterm()
     from xfeat_ros.messages import features_from_msg
-    from xfeat_ros.weights import resolve_weights
+    from xfeat_ros.weights import find_weights, load_weights
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        args.weights = str(resolve_weights(args.weights))
-    except XFeatError as exc:
-        LOG.error('%s', exc)
-        return 1
+    weights, origin = find_weights(args.weights)
+    load_weights(weights)  # a wrong file is one line here, not a node that cannot start
+    args.weights = str(weights)
+    LOG.info('weights: %s (%s)', weights, origin)
     if args.images:
         from xfeat_ros.play import load_frames
         loaded = load_frames(args.images, 'keep', args.frames)

@@ -58,6 +58,7 @@ import time
 
 import numpy as np
 
+from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.errors import BackendError, ParameterError, WeightsError, XFeatError
 from xfeat_ros.geometry import (essential_pose, estimate_homography, HOMOGRAPHY_METHODS,
                                 quaternion_to_matrix, RANSAC_SEED, relative_pose)
@@ -1249,6 +1250,7 @@ def run(args, command='xfeat_eval'):
     return results
 
 
+@one_line_errors('xfeat_eval')
 def main(argv=None):
     """Entry point of ``xfeat_eval``; returns the exit status."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
@@ -1257,7 +1259,7 @@ def main(argv=None):
     try:
         results = run(args, ' '.join(['xfeat_eval'] + argv))
     except XFeatError as exc:
-        LOG.error('%s', exc)
+        print(error_line('xfeat_eval', exc), file=sys.stderr)
         return 2
     sys.stdout.write(results['markdown'])
     sys.stdout.write(f'\nwritten to {args.out}/ (results.md, results.json, '

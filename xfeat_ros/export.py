@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 
+from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.errors import XFeatError
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.preprocess import model_size
@@ -43,12 +44,13 @@ def check_onnx(path, height, width):
     return [o.shape for o in outputs]
 
 
+@one_line_errors('xfeat_export')
 def main(argv=None):
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('-o', '--output', default='xfeat.onnx', help='ONNX file to write')
     parser.add_argument('-w', '--weights', default='',
-                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, packaged)')
     parser.add_argument('--height', type=int, help='fixed image height (floored to 32)')
     parser.add_argument('--width', type=int, help='fixed image width (floored to 32)')
     parser.add_argument('--check', action='store_true', help='run it once with ONNX Runtime')
@@ -62,7 +64,7 @@ def main(argv=None):
             shapes = check_onnx(args.output, height or 480, width or 640)
             LOG.info('ONNX Runtime check: outputs %s', shapes)
     except XFeatError as exc:
-        LOG.error('%s', exc)
+        print(error_line('xfeat_export', exc), file=sys.stderr)
         return 1
     return 0
 

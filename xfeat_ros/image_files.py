@@ -58,6 +58,9 @@ def _stamp_ns(stem, unit_ns):
 def list_sequence(folder):
     """List ``(stamp_ns or None, path)`` of a sequence folder, in time order."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise ImageError(f'{folder} is not a folder' if folder.exists()
+                         else f'{folder} does not exist')
     for sub, unit in (('rgb', 10 ** 9), ('cam0', 1), (Path('mav0/cam0/data'), 1)):
         candidate = folder / sub
         if candidate.is_dir():

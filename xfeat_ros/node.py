@@ -1016,6 +1016,9 @@ class XFeatNode(Node):
 
 def main(args=None):
     """Run the node until SIGINT/SIGTERM; then finish the group in flight and log counts."""
+    from xfeat_ros.cli import node_help
+    if node_help(args):  # --help / -h before --ros-args: usage, not a node
+        return 0
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     node = None

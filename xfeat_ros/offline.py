@@ -25,6 +25,7 @@ import posixpath
 import sys
 
 from xfeat_ros.bag import image_topic, is_bag, read_images, STORAGES, typestore, writer
+from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.encoding import ENCODINGS
 from xfeat_ros.errors import BagError, ImageError, XFeatError
 from xfeat_ros.messages import keypoints_msg, matches_msg
@@ -120,6 +121,7 @@ def summary(counts):
             + (f' ({rejected})' if rejected else ''))
 
 
+@one_line_errors('xfeat_offline')
 def main(argv=None):
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0].strip())
@@ -132,7 +134,7 @@ def main(argv=None):
     parser.add_argument('--backend', choices=BACKENDS, default='auto',
                         help='as the node: auto tries the GPU engines, then the CPU')
     parser.add_argument('--weights', default='',
-                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, download)')
+                        help='weights .pt/.npz (default: $XFEAT_ROS_WEIGHTS, cache, packaged)')
     parser.add_argument('--gpu', type=int, default=0, help='CUDA device for GPU backends')
     parser.add_argument('--num-threads', type=int, default=0,
                         help='ONNX Runtime CPU threads (0: its default)')
@@ -160,7 +162,7 @@ def main(argv=None):
         counts = process_bag(engine, args.input_bag, args.output_bag, args.topic,
                              args.storage, args.descriptor_encoding)
     except (XFeatError, ImportError) as exc:
-        LOG.error('%s', exc)
+        print(error_line('xfeat_offline', exc), file=sys.stderr)  # no logging: may not propagate
         return 1
     sys.stdout.write(summary(counts) + f' -> {args.output_bag}\n')
     return 0

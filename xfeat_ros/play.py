@@ -17,6 +17,7 @@ times. Bag images are streamed, not loaded up front.
 """
 
 import argparse
+from pathlib import Path
 import sys
 import time
 
@@ -24,10 +25,12 @@ from builtin_interfaces.msg import Time
 import rclpy
 from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 from xfeat_ros.bag import is_bag, read_images
-from xfeat_ros.errors import XFeatError
+from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
+from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
 
@@ -162,8 +165,9 @@ def play_bag(node, publisher, path, topic='', rate=0.0, loop=False, restamp=Fals
     return play_messages(node, publisher, source, rate, loop, restamp, wait_subscribers)
 
 
+@one_line_errors('xfeat_play')
 def main(argv=None):
-    """Command-line entry point."""
+    """Command-line entry point; SIGINT and SIGTERM stop it cleanly (exit 0)."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('folder', metavar='SOURCE',
                         help='image folder, TUM or EuRoC sequence, or rosbag2 bag '
@@ -190,7 +194,14 @@ def main(argv=None):
     bag = is_bag(args.folder)
     if bag and args.encoding != 'keep':
         parser.error('--encoding applies to image folders only; bags play as recorded')
-    rclpy.init(args=ros_args)
+    if not bag and not Path(args.folder).is_dir():
+        what = 'does not exist' if not Path(args.folder).exists() else 'is not a folder'
+        raise ImageError(f'{args.folder} {what}: give an image folder (plain, TUM or EuRoC) '
+                         'or a rosbag2 bag (a directory with metadata.yaml, .db3 or .mcap)')
+    # SIGINT and SIGTERM raise KeyboardInterrupt here with the ROS context still
+    # valid (rclpy's own handlers would invalidate it under a running publish).
+    rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)
+    stop_on_sigterm()
     node = rclpy.create_node('xfeat_play')
     try:
         policy = (ReliabilityPolicy.RELIABLE if args.reliability == 'reliable'
@@ -206,10 +217,10 @@ def main(argv=None):
                          args.frame_id, args.wait_subscribers)
         node.get_logger().info(f'published {count} images on {publisher.topic_name}')
     except XFeatError as exc:
-        node.get_logger().error(str(exc))
+        print(error_line('xfeat_play', exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        pass
+        node.get_logger().info('stopped')
     finally:
         node.destroy_node()
         if rclpy.ok():

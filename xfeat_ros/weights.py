@@ -1,13 +1,17 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 r"""
-Find, download, verify and load XFeat backbone weights (upstream key names).
+Find, load and check XFeat backbone weights (upstream key names); ``xfeat_weights``.
 
-Lookup order (:func:`resolve_weights`): an explicit path -> the
-``XFEAT_ROS_WEIGHTS`` environment variable -> the user cache directory ->
-download of upstream's ``weights/xfeat.pt`` from a URL pinned to one commit,
-verified against the git blob id that commit records for the file (the
-repository's own content address: SHA-1 of ``b'blob <size>\\0' + content``).
+Lookup order (:func:`find_weights`): an explicit path (the node's ``weights``
+parameter, the tools' ``--weights``) -> the ``XFEAT_ROS_WEIGHTS`` environment
+variable -> the user cache (``$XDG_CACHE_HOME/xfeat_ros/xfeat.pt``) -> the copy
+packaged with xfeat_ros (``xfeat_ros/data/xfeat_backbone.npz``, upstream's
+Apache-2.0 weights, see ``NOTICE.md`` there). Nothing is downloaded at run
+time: ``xfeat_weights download`` fetches upstream's ``weights/xfeat.pt`` into
+the cache from a URL pinned to one commit, verified against the git blob id
+that commit records for the file (the repository's own content address:
+SHA-1 of ``b'blob <size>\\0' + content``).
 
 Weights load as a dict of float32 NumPy arrays from either a PyTorch state dict
 (``.pt``/``.pth``, needs torch) or an ``.npz`` with the same keys. Keys that
@@ -15,10 +19,12 @@ sparse detection does not use (``fine_matcher.*``, ``num_batches_tracked``) are
 ignored; a missing or mis-shaped backbone tensor is a :class:`WeightsError`.
 """
 
+import argparse
 import hashlib
 import logging
 import os
 from pathlib import Path
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -27,6 +33,7 @@ import zlib
 
 import numpy as np
 
+from xfeat_ros.cli import one_line_errors
 from xfeat_ros.errors import WeightsError
 
 LOG = logging.getLogger(__name__)
@@ -38,6 +45,10 @@ UPSTREAM_URL = (
     f'{UPSTREAM_COMMIT}/weights/xfeat.pt')
 UPSTREAM_GIT_BLOB = '9da942e9c7406b8add3746bf98d4b1840233cd92'
 CACHE_NAME = 'xfeat.pt'
+PACKAGED = Path(__file__).resolve().parent / 'data' / 'xfeat_backbone.npz'
+PACKAGED_SHA256 = '88af23fb87f57929a0a5ad7d9764fa5440d619672aab7138fd43422d3f19aefd'
+ZIP_MAGIC = b'PK\x03\x04'   # .npz and PyTorch's zip format (torch.save since 1.6)
+PICKLE_MAGIC = b'\x80'       # PyTorch's legacy format starts with a pickle protocol byte
 
 
 def _basic(prefix, cin, cout, k):
@@ -96,19 +107,25 @@ def sha256_file(path):
     return digest.hexdigest()
 
 
-def download_weights(destination, url=UPSTREAM_URL, blob_id=UPSTREAM_GIT_BLOB,
-                     timeout=60.0):
-    """Download upstream weights to ``destination`` after checking their blob id."""
+def download_weights(destination, url=None, blob_id=None, timeout=60.0):
+    """
+    Download upstream weights to ``destination`` after checking their blob id.
+
+    ``url`` and ``blob_id`` default to :data:`UPSTREAM_URL` and
+    :data:`UPSTREAM_GIT_BLOB`. The file is written beside ``destination`` and
+    renamed onto it only when complete and verified.
+    """
     destination = Path(destination)
+    url = url or UPSTREAM_URL
+    blob_id = blob_id or UPSTREAM_GIT_BLOB
     LOG.info('downloading XFeat weights from %s', url)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             data = response.read()
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise WeightsError(
-            f'could not download XFeat weights from {url} ({exc}). Offline? Put '
-            f'upstream weights/xfeat.pt at {destination}, or set {ENV_VAR} or the '
-            "node's 'weights' parameter to a .pt or .npz file") from exc
+            f'could not download XFeat weights from {url} ({exc}); offline, the packaged '
+            f'copy is used, or put upstream weights/xfeat.pt at {destination}') from exc
     got = git_blob_id(data)
     if got != blob_id:
         raise WeightsError(f'downloaded weights have git blob id {got}, expected {blob_id}')
@@ -119,23 +136,51 @@ def download_weights(destination, url=UPSTREAM_URL, blob_id=UPSTREAM_GIT_BLOB,
     return destination
 
 
-def resolve_weights(path='', download=True):
-    """Return the weights file to use, following the documented lookup order."""
-    for candidate, origin in ((path, 'the weights path'),
-                              (os.environ.get(ENV_VAR, ''), ENV_VAR)):
+def packaged_weights():
+    """Return the path of the weights packaged with xfeat_ros (``PACKAGED``)."""
+    if not PACKAGED.is_file():
+        raise WeightsError(f'the packaged weights {PACKAGED} are missing from this install; '
+                           f'set the weights parameter or {ENV_VAR}')
+    return PACKAGED
+
+
+def find_weights(path=''):
+    """
+    Return ``(path, origin)`` of the weights to use, following the lookup order.
+
+    ``origin`` says where the file was found ('weights parameter',
+    '$XFEAT_ROS_WEIGHTS', 'user cache', 'packaged copy'). A path named by the
+    parameter or the variable must exist (no silent fallback): else
+    :class:`WeightsError`.
+    """
+    for candidate, origin in ((path, 'weights parameter'),
+                              (os.environ.get(ENV_VAR, ''), f'${ENV_VAR}')):
         if candidate:
             candidate = Path(candidate).expanduser()
             if not candidate.is_file():
                 raise WeightsError(f'{origin} names {candidate}, which is not a file')
-            return candidate
+            return candidate, origin
     cached = cache_dir() / CACHE_NAME
     if cached.is_file():
-        return cached
-    if not download:
-        raise WeightsError(
-            f'no XFeat weights: set the weights parameter or {ENV_VAR}, or put '
-            f'upstream weights/xfeat.pt at {cached}')
-    return download_weights(cached)
+        return cached, 'user cache'
+    return packaged_weights(), 'packaged copy'
+
+
+def resolve_weights(path=''):
+    """Return the weights file to use (:func:`find_weights` without the origin)."""
+    return find_weights(path)[0]
+
+
+def weights_summary(path=''):
+    """Return the log line naming the weights file in use: ``weights: <file> (<origin>)``."""
+    found, origin = find_weights(path)
+    return f'weights: {found} ({origin})'
+
+
+def _first_line(exc):
+    """Return the first line of an exception's message (libraries add long advice)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def _load_torch(path):
@@ -148,7 +193,7 @@ def _load_torch(path):
     try:
         state = torch.load(path, map_location='cpu', weights_only=True)
     except Exception as exc:  # torch raises many types for a corrupt file
-        raise WeightsError(f'cannot read PyTorch weights {path}: {exc}') from exc
+        raise WeightsError(f'cannot read PyTorch weights {path}: {_first_line(exc)}') from exc
     if not isinstance(state, dict):
         raise WeightsError(f'{path} holds a {type(state).__name__}, not a state dict')
     return {k: v.detach().cpu().numpy() for k, v in state.items() if hasattr(v, 'detach')}
@@ -158,8 +203,27 @@ def _load_npz(path):
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-        raise WeightsError(f'cannot read NumPy weights {path}: {exc}') from exc
+    except ValueError as exc:
+        if 'pickle' in str(exc):
+            raise WeightsError(f'{path} holds Python objects (pickled), not plain arrays; '
+                               'they are not loaded') from exc
+        raise WeightsError(f'cannot read NumPy weights {path}: {_first_line(exc)}') from exc
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise WeightsError(f'cannot read NumPy weights {path}: {_first_line(exc)}') from exc
+
+
+def _file_format(path):
+    """Return 'npz' or 'torch' from the file's first bytes; WeightsError for anything else."""
+    with open(path, 'rb') as handle:
+        head = handle.read(4)
+    if path.suffix == '.npz':
+        if head != ZIP_MAGIC:
+            raise WeightsError(f'{path} is not an .npz weights file (not a zip archive)')
+        return 'npz'
+    if head == ZIP_MAGIC or head[:1] == PICKLE_MAGIC:
+        return 'torch'
+    raise WeightsError(f'{path} is not a weights file (expected an .npz or a PyTorch '
+                       f'state dict; it starts with {head!r})')
 
 
 def load_weights(path):
@@ -172,7 +236,7 @@ def load_weights(path):
     path = Path(path)
     if not path.is_file():
         raise WeightsError(f'weights file {path} does not exist')
-    raw = _load_npz(path) if path.suffix == '.npz' else _load_torch(path)
+    raw = _load_npz(path) if _file_format(path) == 'npz' else _load_torch(path)
     shapes = expected_shapes()
     missing = sorted(set(shapes) - set(raw))
     if missing:
@@ -187,3 +251,38 @@ def load_weights(path):
             raise WeightsError(f'{path}: {name} holds non-finite values')
         weights[name] = value
     return weights
+
+
+@one_line_errors('xfeat_weights')
+def main(argv=None):
+    """Entry point of ``xfeat_weights``: which file is used, download, check a file."""
+    parser = argparse.ArgumentParser(
+        prog='xfeat_weights', description='XFeat weights: the file in use (lookup: --weights, '
+        f'${ENV_VAR}, the user cache, the packaged copy), the download of the upstream '
+        'file into the cache, a check of a file.')
+    sub = parser.add_subparsers(dest='command', required=True)
+    which = sub.add_parser('which', help='print the weights file the node would use, and why')
+    which.add_argument('--weights', default='', help='as the weights parameter of the node')
+    download = sub.add_parser('download', help="fetch upstream's weights/xfeat.pt (pinned "
+                              'commit, git blob id checked) into the user cache')
+    download.add_argument('--force', action='store_true', help='replace a cached file')
+    check = sub.add_parser('check', help='load a weights file and check every tensor')
+    check.add_argument('path', type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
+    if args.command == 'which':
+        print(weights_summary(args.weights))
+    elif args.command == 'download':
+        cached = cache_dir() / CACHE_NAME
+        if cached.is_file() and not args.force:
+            print(f'{cached} is already there (--force replaces it)')
+        else:
+            print(f'downloaded {download_weights(cached)}')
+    else:
+        tensors = load_weights(args.path)
+        print(f'{args.path}: {len(tensors)} XFeat tensors, sha256 {sha256_file(args.path)}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
