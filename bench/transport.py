@@ -80,7 +80,7 @@ def build_message(kind, seed=0):
 
 
 def qos_profile(reliability, depth):
-    """The QoS of both ends."""
+    """Return the QoS of both ends."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     policy = (ReliabilityPolicy.RELIABLE if reliability == 'reliable'
               else ReliabilityPolicy.BEST_EFFORT)
@@ -125,7 +125,7 @@ def run_subscriber(args):
 
 
 def run_publisher(args):
-    """Publish ``--count`` stamped messages at ``--rate`` once a subscriber matched."""
+    """Publish ``--count`` stamped messages, ``--burst`` per tick at ``--rate``, once matched."""
     import rclpy
     from builtin_interfaces.msg import Time
     from rclpy.duration import Duration
@@ -143,17 +143,18 @@ def run_publisher(args):
     time.sleep(0.5)  # the writer may not have matched the reader it counted yet
     start = time.monotonic()
     late = 0
-    for seq in range(args.count):
-        due = start + seq / args.rate
+    for tick in range(args.count // args.burst):
+        due = start + tick / args.rate
         now = time.monotonic()
         if due > now:
             time.sleep(due - now)
         else:
             late += now - due > 1.0 / args.rate
-        msg.header.frame_id = str(seq)
-        stamp = time.time_ns()
-        msg.header.stamp = Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
-        publisher.publish(msg)
+        for seq in range(tick * args.burst, (tick + 1) * args.burst):
+            msg.header.frame_id = str(seq)
+            stamp = time.time_ns()
+            msg.header.stamp = Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+            publisher.publish(msg)
     acked = True
     if args.reliability == 'reliable':
         acked = publisher.wait_for_all_acked(Duration(seconds=10))
@@ -161,6 +162,118 @@ def run_publisher(args):
           seconds=time.monotonic() - start)
     node.destroy_node()
     rclpy.shutdown()
+    return 0
+
+
+# -- serialization cost (no transport) ------------------------------------------------------------
+
+def _times(function, repeat):
+    """Return per-call wall times (us) of ``function()``, after two warm-up calls."""
+    function()
+    function()
+    out = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        out.append((time.perf_counter() - start) * 1e6)
+    return out
+
+
+def _summary(times_us):
+    values = np.array(times_us)
+    return {'median_us': round(float(np.median(values)), 1),
+            'p90_us': round(float(np.percentile(values, 90)), 1)}
+
+
+def run_cdr(args):
+    """
+    Time building + publishing Keypoints/Matches the normal way vs :mod:`xfeat_ros.cdr`.
+
+    Normal: :func:`xfeat_ros.messages.keypoints_msg` + ``publish(msg)`` (rclpy
+    converts the message to C and Fast DDS serializes it). Serialized:
+    :func:`xfeat_ros.cdr.keypoints_cdr` + ``publish(bytes)``. The publisher
+    has no subscriber, so no transport is timed: only what the node's thread
+    spends. Receiving: ``deserialize_message`` of a 640x480 rgb8 Image (what a
+    typed subscription does) vs :func:`xfeat_ros.cdr.parse_image` of the raw bytes.
+    """
+    import rclpy
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from rclpy.serialization import deserialize_message, serialize_message
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import Header
+    from xfeat_ros import cdr
+    from xfeat_ros.decode import decode_image_msg
+    from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
+    from xfeat_ros.pipeline import Features, MatchResult
+    dds.ros_environment(args.dds_profile, domain_id=args.domain_id)
+    keypoints_type, matches_type = message_types()
+    rng = np.random.default_rng(0)
+    count = args.keypoints
+    descriptors = rng.standard_normal((count, 64)).astype(np.float32)
+    descriptors /= np.linalg.norm(descriptors, axis=1, keepdims=True)
+    features = Features(rng.uniform(0, 640, (count, 2)).astype(np.float32),
+                        rng.uniform(0, 1, count).astype(np.float32), descriptors, (480, 640))
+    tracks = (np.arange(count, dtype=np.uint64), np.ones(count, dtype=np.uint32))
+    matched = count // 2
+    matches = MatchResult(rng.permutation(count)[:matched], rng.permutation(count)[:matched],
+                          rng.uniform(0.8, 1, matched).astype(np.float32))
+    header = Header(frame_id='camera')
+    rclpy.init()
+    node = rclpy.create_node('transport_bench_cdr')
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    keypoints_pub = node.create_publisher(keypoints_type, 'transport_bench_cdr/keypoints', qos)
+    matches_pub = node.create_publisher(matches_type, 'transport_bench_cdr/matches', qos)
+    rows = []
+    for encoding in args.encodings:
+        msg = keypoints_msg(header, features, tracks, encoding)
+        data = cdr.keypoints_cdr(header, features, tracks, encoding)
+        rows.append({'what': f'Keypoints {count}, {encoding}, tracks', 'bytes': len(data),
+                     'build_msg': _summary(_times(
+                         lambda e=encoding: keypoints_msg(header, features, tracks, e),
+                         args.repeat)),
+                     'serialize_message': _summary(_times(lambda m=msg: serialize_message(m),
+                                                          args.repeat)),
+                     'build_and_publish_msg': _summary(_times(
+                         lambda e=encoding: keypoints_pub.publish(
+                             keypoints_msg(header, features, tracks, e)), args.repeat)),
+                     'build_cdr': _summary(_times(
+                         lambda e=encoding: cdr.keypoints_cdr(header, features, tracks, e),
+                         args.repeat)),
+                     'build_and_publish_cdr': _summary(_times(
+                         lambda e=encoding: keypoints_pub.publish(
+                             cdr.keypoints_cdr(header, features, tracks, e)), args.repeat))})
+    previous_stamp = header.stamp
+    data = cdr.matches_cdr(header, previous_stamp, features, features, matches)
+    rows.append({'what': f'Matches {matched}', 'bytes': len(data),
+                 'build_and_publish_msg': _summary(_times(
+                     lambda: matches_pub.publish(matches_msg(header, previous_stamp, features,
+                                                             features, matches)),
+                     args.repeat)),
+                 'build_and_publish_cdr': _summary(_times(
+                     lambda: matches_pub.publish(cdr.matches_cdr(
+                         header, previous_stamp, features, features, matches)), args.repeat))})
+    _, image = build_message('rgb')
+    payload = serialize_message(image)
+    rows.append({'what': 'receive Image 640x480 rgb8', 'bytes': len(payload),
+                 'deserialize_message': _summary(_times(
+                     lambda: deserialize_message(payload, Image), args.repeat)),
+                 'parse_image': _summary(_times(lambda: cdr.parse_image(payload), args.repeat)),
+                 'deserialize_and_decode': _summary(_times(
+                     lambda: decode_image_msg(deserialize_message(payload, Image)),
+                     args.repeat)),
+                 'parse_and_decode': _summary(_times(
+                     lambda: decode_image_msg(cdr.parse_image(payload)), args.repeat))})
+    node.destroy_node()
+    rclpy.shutdown()
+    results = {'environment': environment_record(args), 'repeat': args.repeat, 'rows': rows}
+    lines = []
+    for row in rows:
+        parts = [f'{k} {v["median_us"]:.0f} us (p90 {v["p90_us"]:.0f})'
+                 for k, v in row.items() if isinstance(v, dict)]
+        lines.append(f'{row["what"]} ({row["bytes"]:,} bytes): ' + '; '.join(parts))
+    sys.stdout.write('\n'.join(lines) + '\n')
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + '\n')
     return 0
 
 
@@ -223,14 +336,15 @@ def run_config(profile, kind, reliability, args, index):
     events = queue.Queue()
     threading.Thread(target=_reader, args=(sub.stdout, events), daemon=True).start()
     row = {'profile': profile, 'profile_file': decision.path, 'message': kind,
-           'reliability': reliability, 'rate_hz': args.rate, 'count': args.count,
-           'warmup': args.warmup}
+           'reliability': reliability, 'rate_hz': args.rate, 'burst': args.burst,
+           'count': args.count, 'warmup': args.warmup}
     try:
         if _wait(events, 'ready', 60) is None:
             row['error'] = 'subscriber did not start'
             return row
         pub = subprocess.run(me + ['pub'] + common + ['--count', str(args.count),
-                                                      '--rate', str(args.rate)],
+                                                      '--rate', str(args.rate),
+                                                      '--burst', str(args.burst)],
                              env=env, capture_output=True, text=True,
                              timeout=60 + 3 * args.count / args.rate)
         done = [json.loads(line) for line in pub.stdout.splitlines() if line.startswith('{')]
@@ -288,24 +402,26 @@ def environment_record(args):
             'load_average_start': list(os.getloadavg()),
             'rclpy': _version('ros-rclpy'), 'fastdds': _version('ros-fastdds'),
             'rmw_fastrtps_cpp': _version('ros-rmw-fastrtps-cpp'),
-            'rmw_implementation': os.environ.get('RMW_IMPLEMENTATION', 'default (rmw_fastrtps_cpp)'),
+            'rmw_implementation': os.environ.get('RMW_IMPLEMENTATION',
+                                                 'default (rmw_fastrtps_cpp)'),
             'shipped_profile': str(profile),
             'shipped_profile_sha256': hashlib.sha256(profile.read_bytes()).hexdigest(),
             'exported_profile_ignored': os.environ.get(dds.PROFILE_ENV)}
 
 
 def markdown(results):
-    """The side-by-side table of a run."""
-    lines = ['| message | bytes | reliability | profile | received / sent | p50 ms | p90 ms '
-             '| p99 ms | max ms |', '|---|---:|---|---|---:|---:|---:|---:|---:|']
+    """Return the side-by-side Markdown table of a run."""
+    lines = ['| message | bytes | reliability | burst x Hz | profile | received / sent | p50 ms '
+             '| p90 ms | p99 ms | max ms |', '|---|---:|---|---|---|---:|---:|---:|---:|---:|']
     for row in results['rows']:
         if row.get('error'):
-            lines.append(f'| {row["message"]} | | {row["reliability"]} | {row["profile"]} '
+            lines.append(f'| {row["message"]} | | {row["reliability"]} | | {row["profile"]} '
                          f'| error: {row["error"]} | | | | |')
             continue
         lines.append(
             f'| {row["message"]} | {row["serialized_bytes"]:,} | {row["reliability"]} '
-            f'| {row["profile"]} | {row["received"]} / {row["published"]} '
+            f'| {row["burst"]} x {row["rate_hz"]:g} | {row["profile"]} '
+            f'| {row["received"]} / {row["published"]} '
             f'| {row.get("p50_ms", "-")} | {row.get("p90_ms", "-")} | {row.get("p99_ms", "-")} '
             f'| {row.get("max_ms", "-")} |')
     return '\n'.join(lines) + '\n'
@@ -353,12 +469,14 @@ def main(argv=None):
     sub = parser.add_subparsers(dest='mode', required=True)
     top = sub.add_parser('run', help='every configuration, side by side')
     top.add_argument('--profiles', type=_csv(), default=['default', 'shipped'],
-                     help="comma list: default, shipped, or XML paths")
+                     help='comma list: default, shipped, or XML paths')
     top.add_argument('--messages', type=_csv(MESSAGES), default=list(DEFAULT_MESSAGES))
     top.add_argument('--reliability', type=_csv(('reliable', 'best_effort')),
                      default=['reliable', 'best_effort'])
     top.add_argument('--rate', type=float, default=30.0, help='Hz (default 30)')
     top.add_argument('--count', type=int, default=300, help='messages per configuration')
+    top.add_argument('--burst', type=int, default=1,
+                     help='messages published back to back per tick (several cameras)')
     top.add_argument('--warmup', type=int, default=10, help='first messages not counted')
     top.add_argument('--depth', type=int, default=10, help='history depth of both ends')
     top.add_argument('--repeat', type=int, default=1, help='run every configuration N times')
@@ -366,6 +484,14 @@ def main(argv=None):
                                                    'from the PID)')
     top.add_argument('--json', help='write the results here')
     top.add_argument('--md', help='write the table here')
+    cost = sub.add_parser('cdr', help='serialization cost: normal build+publish vs xfeat_ros.cdr')
+    cost.add_argument('--keypoints', type=int, default=4096)
+    cost.add_argument('--encodings', type=_csv(('float32', 'float16', 'int8', 'none')),
+                      default=['float32', 'int8'])
+    cost.add_argument('--repeat', type=int, default=200)
+    dds.add_profile_argument(cost)
+    cost.add_argument('--domain-id', type=int)
+    cost.add_argument('--json', help='write the results here')
     for name in ('sub', 'pub'):
         child = sub.add_parser(name, help=f'({name} process of one configuration)')
         child.add_argument('--message', choices=MESSAGES, required=True)
@@ -374,11 +500,14 @@ def main(argv=None):
         child.add_argument('--topic', required=True)
         child.add_argument('--count', type=int, default=300)
         child.add_argument('--rate', type=float, default=30.0)
+        child.add_argument('--burst', type=int, default=1)
     args = parser.parse_args(argv)
     if args.mode == 'sub':
         return run_subscriber(args)
     if args.mode == 'pub':
         return run_publisher(args)
+    if args.mode == 'cdr':
+        return run_cdr(args)
     return run(args)
 
 

@@ -47,7 +47,7 @@ def features(count, dim=64, seed=0, image_hw=(479, 641)):
 
 
 def header(frame_id, sec=1_700_000_000, nanosec=123_456_789):
-    """A std_msgs/Header."""
+    """Return a std_msgs/Header."""
     return Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=frame_id)
 
 
@@ -130,7 +130,7 @@ def test_matches_bytes_equal_rclpy(frame_id, matched):
 
 
 def image(height, width, encoding, step=None, frame_id='cam', big=False, seed=0):
-    """A sensor_msgs/Image with random bytes (``step`` may pad the rows)."""
+    """Return a sensor_msgs/Image of random bytes (``step`` may pad the rows)."""
     bpp = {'mono8': 1, 'mono16': 2, 'rgb8': 3, 'bgra8': 4, '16UC1': 2, '8UC3': 3}[encoding]
     step = width * bpp if step is None else step
     msg = Image()
@@ -143,12 +143,12 @@ def image(height, width, encoding, step=None, frame_id='cam', big=False, seed=0)
 
 
 CASES = [
-    dict(height=4, width=5, encoding='mono8'),
-    dict(height=3, width=7, encoding='rgb8', step=24),
-    dict(height=2, width=3, encoding='mono16', big=True),
-    dict(height=5, width=2, encoding='bgra8', step=9),
-    dict(height=1, width=1, encoding='16UC1'),
-    dict(height=6, width=4, encoding='8UC3'),
+    {'height': 4, 'width': 5, 'encoding': 'mono8'},
+    {'height': 3, 'width': 7, 'encoding': 'rgb8', 'step': 24},
+    {'height': 2, 'width': 3, 'encoding': 'mono16', 'big': True},
+    {'height': 5, 'width': 2, 'encoding': 'bgra8', 'step': 9},
+    {'height': 1, 'width': 1, 'encoding': '16UC1'},
+    {'height': 6, 'width': 4, 'encoding': '8UC3'},
 ]
 
 
@@ -229,7 +229,7 @@ def test_padding_and_size_estimate():
 
 
 def test_publish_serialized_and_receive_raw():
-    """rclpy publishes our bytes as a Keypoints; a raw Image subscription parses."""
+    """Publish our bytes as Keypoints through rclpy; parse a raw Image subscription."""
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from xfeat_ros.messages import message_types
@@ -250,12 +250,12 @@ def test_publish_serialized_and_receive_raw():
         head = header('published')
         expected = keypoints_msg(head, feats, None, 'int8')
         sent_image = image(3, 4, 'rgb8', frame_id='raw')
+
         def spin_until(predicate, what):
             deadline = time.monotonic() + 30
             while not predicate():
                 assert time.monotonic() < deadline, what
                 executor.spin_once(timeout_sec=0.05)
-
         spin_until(lambda: (keypoints_pub.get_subscription_count() > 0
                             and image_pub.get_subscription_count() > 0),
                    'publishers did not match their subscriptions')

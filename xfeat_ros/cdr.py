@@ -265,7 +265,7 @@ def parse_image(payload):
 
 
 def header_msg(header):
-    """A ``std_msgs/Header`` message of a :class:`Header` (imports std_msgs)."""
+    """Return the ``std_msgs/Header`` message of a :class:`Header` (imports std_msgs)."""
     from builtin_interfaces.msg import Time as TimeMsg
     from std_msgs.msg import Header as HeaderMsg
     return HeaderMsg(stamp=TimeMsg(sec=header.stamp.sec, nanosec=header.stamp.nanosec),

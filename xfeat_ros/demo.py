@@ -18,13 +18,14 @@ pair with its matches drawn) and ``summary.json`` to the output folder.
 import argparse
 import json
 import logging
-import os
 from pathlib import Path
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+from xfeat_ros import dds
 
 LOG = logging.getLogger('xfeat_demo')
 FRAME_HW = (480, 640)
@@ -150,11 +151,14 @@ def main(argv=None):
     parser.add_argument('--weights', default='',
                         help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, download)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')
+    dds.add_profile_argument(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
     from xfeat_ros.errors import XFeatError
+    try:  # LOCALHOST, a domain and the Fast DDS profile, for the demo and its node process
+        dds.ros_environment(args.dds_profile)
+    except XFeatError as exc:
+        parser.error(str(exc))
     from xfeat_ros.messages import features_from_msg
     from xfeat_ros.weights import resolve_weights
     out = Path(args.output)

@@ -26,6 +26,7 @@ from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
+from xfeat_ros import dds
 from xfeat_ros.bag import is_bag, read_images
 from xfeat_ros.errors import XFeatError
 from xfeat_ros.image_files import list_sequence, read_image
@@ -186,10 +187,15 @@ def main(argv=None):
     parser.add_argument('--depth', type=int, default=10, help='publisher history depth')
     parser.add_argument('--wait-subscribers', type=float, default=10.0,
                         help='seconds to wait for a subscriber before publishing')
+    dds.add_profile_argument(parser)
     args, ros_args = parser.parse_known_args(argv)
     bag = is_bag(args.folder)
     if bag and args.encoding != 'keep':
         parser.error('--encoding applies to image folders only; bags play as recorded')
+    try:  # before rclpy.init: Fast DDS reads its profile once per process
+        dds.ros_environment(args.dds_profile, local=False)
+    except XFeatError as exc:
+        parser.error(str(exc))
     rclpy.init(args=ros_args)
     node = rclpy.create_node('xfeat_play')
     try:
