@@ -18,7 +18,7 @@ setup(
         ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
         (f'share/{PACKAGE}', ['package.xml']),
         (f'share/{PACKAGE}/launch', glob('launch/*.launch.py')),
-        (f'share/{PACKAGE}/config', glob('config/*.yaml')),
+        (f'share/{PACKAGE}/config', glob('config/*.yaml') + glob('config/*.xml')),
         (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
     ],
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],

@@ -10,6 +10,8 @@
 #   wheels are found through the ament index there),
 # - keeps DDS on this machine: ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, and a
 #   ROS_DOMAIN_ID (an already exported one is kept, else 1..100 from the PID),
+# - exports FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_shm.xml (large messages
+#   through shared memory) unless a profile is exported already,
 # - sets LD_LIBRARY_PATH like the ros-wheels-bootstrapper would (venv lib/ and
 #   the wheels' ros_*.libs folders) and marks the bootstrap as done. Without
 #   this, the bootstrapper's .pth hook re-executes EVERY start of the venv's
@@ -55,6 +57,12 @@ if [ -z "${ROS_DOMAIN_ID:-}" ]; then
   ROS_DOMAIN_ID=$(( $$ % 100 + 1 ))
 fi
 export ROS_DOMAIN_ID
+
+# Large messages (images, Keypoints) through shared memory: the shipped Fast DDS
+# profile (docs/transport.md), unless a profile is exported already.
+if [ -z "${FASTDDS_DEFAULT_PROFILES_FILE:-}" ]; then
+  export FASTDDS_DEFAULT_PROFILES_FILE="${_xfeat_repo}/config/fastdds_shm.xml"
+fi
 
 unset -f _xfeat_prepend
 unset _xfeat_env_src _xfeat_repo _xfeat_venv _xfeat_libs

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
-# DDS must stay on this machine, and this run gets its own domain. Set before
-# any test imports rclpy or starts a node process (children inherit it).
-os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
+from xfeat_ros.dds import ros_environment
+
+# DDS must stay on this machine, this run gets its own domain, and every ROS
+# process of the run loads the shipped Fast DDS profile (large messages through
+# shared memory; an exported FASTDDS_DEFAULT_PROFILES_FILE wins). Set before any
+# test imports rclpy or starts a node process (children inherit it).
+ros_environment()
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get('XFEAT_ROS_SHARED', REPO.parent / 'shared'))

@@ -168,8 +168,7 @@ def test_ctrl_c_in_the_demo(tmp_path):
          str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
-        wait_for_line(process, 'playing 200 frames', 120)
-        time.sleep(3.0)  # publishing now: the interrupt lands in the middle of the run
+        wait_for_line(process, 'node ready: publishing', 120)  # the interrupt lands mid-run
         process.send_signal(signal.SIGINT)
         rest, _ = process.communicate(timeout=60)
     finally:

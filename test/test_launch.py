@@ -1,94 +1,267 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-launch_pytest test of launch/xfeat.launch.py.
+launch/xfeat.launch.py: its decisions everywhere, the real launch where launch exists.
 
-Runs where launch_pytest is installed (a ROS 2 install); the PyPI ROS wheels
-have no launch packages, so it is skipped there with that reason. The launch
-file is included with an ``image`` remap, a namespace and the CPU backend; the
-test publishes a real frame on the remapped topic and waits for Keypoints in
-the namespace.
+:func:`node_settings` (parameters, remappings, the DDS profile's environment,
+warnings for arguments without effect) is plain Python: tested here on every
+machine. The launch_pytest tests include the launch file as a user would and
+talk to the node it starts (one camera with ``image:=`` and a namespace; two
+cameras with ``remappings``); they need launch_pytest, which ships with ROS 2
+and not with the PyPI wheels, so they are skipped there with that reason.
 """
 
-import os
+import importlib.util
 from pathlib import Path
 import time
 
 import pytest
 
-launch_pytest = pytest.importorskip(
-    'launch_pytest', reason='launch_pytest is not installed (it ships with ROS 2, not PyPI)')
-
-from launch import LaunchDescription  # noqa: E402, I100
-from launch.actions import IncludeLaunchDescription  # noqa: E402
-from launch.launch_description_sources import PythonLaunchDescriptionSource  # noqa: E402
+from xfeat_ros import dds
+from xfeat_ros.errors import ParameterError
 
 REPO = Path(__file__).resolve().parents[1]
+LAUNCH_FILE = REPO / 'launch' / 'xfeat.launch.py'
+DEFAULT_PARAMS = str(REPO / 'config' / 'xfeat.yaml')
+
+
+def load_launch_module():
+    """Import the launch file as a module (it imports launch only when used)."""
+    spec = importlib.util.spec_from_file_location('xfeat_launch_file', LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+launch_file = load_launch_module()
+
+
+def settings(env=None, **args):
+    """node_settings of ``args`` over the declared defaults, without a profile exported."""
+    values = {name: default for name, default, _ in launch_file.ARGUMENTS}
+    values.update(args)
+    return launch_file.node_settings(values, {} if env is None else env, DEFAULT_PARAMS)
+
+
+def params_file(tmp_path, text):
+    """Write a params YAML file; returns its path as str."""
+    path = tmp_path / 'params.yaml'
+    path.write_text(text)
+    return str(path)
+
+
+def test_defaults():
+    result = settings()
+    assert result['parameters'] == [DEFAULT_PARAMS]
+    assert result['remappings'] == []
+    assert result['env'] == {dds.PROFILE_ENV: str(dds.shipped_profile())}
+    assert result['warnings'] == []
+
+
+def test_image_remap_and_overrides():
+    result = settings(image='/cam/image_raw', backend='onnxruntime', weights='/w/xfeat.npz',
+                      namespace='cam')
+    assert result['remappings'] == [('image', '/cam/image_raw')]
+    assert result['parameters'] == [DEFAULT_PARAMS, {'backend': 'onnxruntime',
+                                                     'weights': '/w/xfeat.npz'}]
+    assert result['warnings'] == []
+
+
+def test_image_description_says_where_outputs_land():
+    description = {name: text for name, _, text in launch_file.ARGUMENTS}['image']
+    assert 'namespace root' in description and 'namespace:=' in description
+
+
+def test_two_cameras_with_remappings_argument():
+    result = settings(cameras='cam0, cam1',
+                      remappings='cam0/image:=/left/image_raw cam1/image:=/right/image_raw')
+    assert result['parameters'] == [DEFAULT_PARAMS, {'cameras': ['cam0', 'cam1']}]
+    assert result['remappings'] == [('cam0/image', '/left/image_raw'),
+                                    ('cam1/image', '/right/image_raw')]
+    assert result['warnings'] == []
+
+
+def test_image_without_effect_warns_cameras_from_argument():
+    result = settings(cameras='cam0,cam1', image='/camera/image_raw')
+    assert ('image', '/camera/image_raw') not in result['remappings']
+    [warning] = result['warnings']
+    assert 'image:=/camera/image_raw has no effect' in warning
+    assert 'cam0/image' in warning and 'cam1/image' in warning and 'remappings' in warning
+
+
+@pytest.mark.parametrize('key,namespace,applies', [
+    ('/**', '', True), ('/**/xfeat', '', True), ('/**/xfeat', 'robot/front', True),
+    ('/robot/xfeat', 'robot', True), ('xfeat', '', True), ('/robot/xfeat', '', False),
+    ('/**/other', '', False), ('/*/xfeat', 'a', True), ('/*/xfeat', 'a/b', False)])
+def test_image_without_effect_warns_cameras_from_params_file(tmp_path, key, namespace,
+                                                             applies):
+    path = params_file(tmp_path, f"{key}:\n  ros__parameters:\n    cameras: ['c0', 'c1']\n")
+    result = settings(params_file=path, image='/x/image_raw', namespace=namespace)
+    assert bool(result['warnings']) is applies
+    assert (('image', '/x/image_raw') in result['remappings']) is not applies
+
+
+def test_plain_camera_among_named_ones_keeps_image(tmp_path):
+    path = params_file(tmp_path, "/**:\n  ros__parameters:\n    cameras: ['', 'aux']\n")
+    result = settings(params_file=path, image='/x/image_raw')
+    assert result['remappings'] == [('image', '/x/image_raw')] and not result['warnings']
+
+
+def test_unreadable_params_file_gives_no_warning(tmp_path):
+    path = params_file(tmp_path, 'a: [unclosed\n')
+    assert settings(params_file=path, image='/x')['remappings'] == [('image', '/x')]
+
+
+def test_image_and_remappings_of_image_warns():
+    result = settings(image='/a', remappings='image:=/b')
+    assert result['remappings'] == [('image', '/b')]
+    assert 'image:=/a has no effect' in result['warnings'][0]
+
+
+@pytest.mark.parametrize('text', ['cam0/image', 'a:=', ':=b', 'a:=b:=c'])
+def test_bad_remappings_raise(text):
+    with pytest.raises(ValueError, match='FROM:=TO'):
+        settings(remappings=text)
+
+
+def test_remappings_separators():
+    assert launch_file.parse_remappings(' a:=b,c:=d;e:=f\n g:=h ') == [
+        ('a', 'b'), ('c', 'd'), ('e', 'f'), ('g', 'h')]
+
+
+def test_dds_profile_choices(tmp_path):
+    own = tmp_path / 'own.xml'
+    own.write_text('<dds/>')
+    assert settings(dds_profile=str(own))['env'] == {dds.PROFILE_ENV: str(own.resolve())}
+    assert settings(dds_profile='')['env'] == {}
+    with pytest.raises(ParameterError, match='not a file'):
+        settings(dds_profile=str(tmp_path / 'missing.xml'))
+    # An exported profile wins; an explicit other profile then has no effect (warned).
+    exported = {dds.PROFILE_ENV: str(own)}
+    result = settings(env=exported)
+    assert result['env'] == {} and result['warnings'] == []
+    result = settings(env=exported, dds_profile=str(dds.shipped_profile()))
+    assert result['env'] == {}
+    assert 'dds_profile' in result['warnings'][0] and 'no effect' in result['warnings'][0]
+    assert settings(env=exported, dds_profile=str(own))['warnings'] == []
+
+
+# -- the real launch (launch_pytest, a ROS 2 install) --------------------------------------------
+
+try:
+    import launch_pytest
+except ImportError:
+    launch_pytest = None
+
+LAUNCH_MISSING = 'launch_pytest is not installed (it ships with ROS 2, not PyPI)'
 IMAGE_TOPIC = '/test_camera/image_raw'
 NAMESPACE = 'launch_test'
+STEREO_NAMESPACE = 'launch_test_two'
+STEREO_TOPICS = {'cam0': '/test_stereo/left/image_raw', 'cam1': '/test_stereo/right/image_raw'}
 
 
-@launch_pytest.fixture
-def xfeat_launch(weights_npz, tmp_path_factory):
-    """Include the package's launch file as a user would call it."""
+def reliable_params(tmp_path_factory):
+    """Write the shipped params with a reliable input (each frame is published once)."""
     import yaml
-    os.environ['XFEAT_ROS_WEIGHTS'] = str(weights_npz)  # the node inherits it
-    # The shipped params, with a reliable input: a best-effort subscription loses
-    # most 640x480 RGB frames here (FastDDS falls back from shared memory to UDP
-    # fragments above 512 KiB, and best effort does not repair them).
     params = yaml.safe_load((REPO / 'config' / 'xfeat.yaml').read_text())
     params['/**/xfeat']['ros__parameters']['input_qos_reliability'] = 'reliable'
-    params_file = tmp_path_factory.mktemp('launch') / 'xfeat.yaml'
-    params_file.write_text(yaml.safe_dump(params))
-    launch_file = REPO / 'launch' / 'xfeat.launch.py'
+    path = tmp_path_factory.mktemp('launch') / 'xfeat.yaml'
+    path.write_text(yaml.safe_dump(params))
+    return str(path)
+
+
+def include_launch_file(arguments):
+    """Return a description including the package's launch file with ``arguments``."""
+    from launch import LaunchDescription
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
     return LaunchDescription([
-        IncludeLaunchDescription(
-            PythonLaunchDescriptionSource(str(launch_file)),
-            launch_arguments={'image': IMAGE_TOPIC, 'namespace': NAMESPACE,
-                              'backend': 'onnxruntime',
-                              'params_file': str(params_file)}.items()),
+        IncludeLaunchDescription(PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
+                                 launch_arguments=arguments.items()),
         launch_pytest.actions.ReadyToTest(),
     ])
 
 
-@pytest.mark.launch(fixture=xfeat_launch)
-def test_launch_file_runs_node(data_dir):
+def exchange(data_dir, inputs, outputs, frames_per_camera=2):
+    """Publish real frames on ``inputs`` (topic per camera); collect Keypoints/Matches."""
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
     from xfeat_ros.image_files import list_sequence, read_image
     from xfeat_ros.messages import image_msg, message_types
-
     keypoints_type, matches_type = message_types()
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node('xfeat_launch_test', context=context)
     executor = rclpy.executors.SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    got, matched = [], []
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-    node.create_subscription(keypoints_type, f'/{NAMESPACE}/keypoints', got.append, qos)
-    node.create_subscription(matches_type, f'/{NAMESPACE}/matches', matched.append, qos)
-    publisher = node.create_publisher(Image, IMAGE_TOPIC, qos)
-    frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:2]]
+    got = {cam: ([], []) for cam in inputs}
+    for cam, prefix in outputs.items():
+        node.create_subscription(keypoints_type, f'{prefix}/keypoints', got[cam][0].append, qos)
+        node.create_subscription(matches_type, f'{prefix}/matches', got[cam][1].append, qos)
+    publishers = {cam: node.create_publisher(Image, topic, qos) for cam, topic in inputs.items()}
+    frames = [read_image(p) for _, p in
+              list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:frames_per_camera]]
+
+    def spin_until(predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while not predicate() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        return predicate()
     try:
-        deadline = time.monotonic() + 60
-        while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        assert publisher.get_subscription_count() > 0, 'node did not subscribe the remapped topic'
+        assert spin_until(lambda: all(p.get_subscription_count() for p in publishers.values())
+                          and all(node.count_publishers(f'{prefix}/keypoints')
+                                  for prefix in outputs.values()), 60), \
+            'the node did not subscribe the remapped topics'
         for frame in frames:
-            publisher.publish(image_msg(*frame))
-            deadline = time.monotonic() + 60
-            count = len(got)
-            while len(got) == count and time.monotonic() < deadline:
-                executor.spin_once(timeout_sec=0.1)
-        deadline = time.monotonic() + 30
-        while not matched and time.monotonic() < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        assert len(got) == 2 and len(matched) == 1
-        assert len(got[0].scores) > 1000 and got[0].descriptor_size == 64
-        assert len(matched[0].current_indices) > 300
+            for cam, publisher in publishers.items():
+                count = len(got[cam][0])
+                publisher.publish(image_msg(*frame))
+                assert spin_until(lambda c=cam, n=count: len(got[c][0]) > n, 60)
+        assert spin_until(lambda: all(len(m) == frames_per_camera - 1
+                                      for _, m in got.values()), 30)
+        return got
     finally:
         executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+if launch_pytest is not None:
+    @launch_pytest.fixture
+    def one_camera_launch(weights_npz, tmp_path_factory):
+        """Include the launch file with an image remap, a namespace and the CPU backend."""
+        return include_launch_file({'image': IMAGE_TOPIC, 'namespace': NAMESPACE,
+                                    'backend': 'onnxruntime', 'weights': str(weights_npz),
+                                    'params_file': reliable_params(tmp_path_factory)})
+
+    @launch_pytest.fixture
+    def two_camera_launch(weights_npz, tmp_path_factory):
+        """Include the launch file with two cameras remapped through ``remappings``."""
+        rules = ' '.join(f'{cam}/image:={topic}' for cam, topic in STEREO_TOPICS.items())
+        return include_launch_file({'cameras': ','.join(STEREO_TOPICS), 'remappings': rules,
+                                    'namespace': STEREO_NAMESPACE, 'backend': 'onnxruntime',
+                                    'weights': str(weights_npz),
+                                    'params_file': reliable_params(tmp_path_factory)})
+
+    @pytest.mark.launch(fixture=one_camera_launch)
+    def test_launch_file_runs_node(data_dir):
+        got = exchange(data_dir, {'': IMAGE_TOPIC}, {'': f'/{NAMESPACE}'})
+        keypoints, matches = got['']
+        assert len(keypoints) == 2 and len(matches) == 1
+        assert len(keypoints[0].scores) > 1000 and keypoints[0].descriptor_size == 64
+        assert len(matches[0].current_indices) > 300
+
+    @pytest.mark.launch(fixture=two_camera_launch)
+    def test_launch_file_two_cameras(data_dir):
+        outputs = {cam: f'/{STEREO_NAMESPACE}/{cam}' for cam in STEREO_TOPICS}
+        got = exchange(data_dir, STEREO_TOPICS, outputs)
+        for cam in STEREO_TOPICS:
+            keypoints, matches = got[cam]
+            assert len(keypoints) == 2 and len(matches) == 1
+            assert len(matches[0].current_indices) > 300
+else:
+    @pytest.mark.parametrize('case', ['one_camera', 'two_cameras'])
+    def test_launch_file_runs_node(case):
+        pytest.skip(LAUNCH_MISSING)

@@ -36,7 +36,8 @@ Modes (``xfeat_bench MODE --help`` lists the options of each):
     The latency histogram PNG of a ``node`` JSON file.
 
 Every ROS process this tool starts runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``
-and one ``ROS_DOMAIN_ID``: DDS traffic stays on this machine.
+and one ``ROS_DOMAIN_ID`` (DDS traffic stays on this machine) and, with ``--dds-profile``
+(default: the shipped config/fastdds_shm.xml), the same Fast DDS profile (xfeat_ros.dds).
 """
 
 import argparse
@@ -58,6 +59,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.errors import XFeatError
 
@@ -191,14 +193,9 @@ def ros_param(value):
     return repr(value)
 
 
-def ros_environment(domain_id=None):
-    """Keep DDS on this machine (for this process and its children); returns the domain id."""
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    if domain_id is not None:
-        os.environ['ROS_DOMAIN_ID'] = str(int(domain_id))
-    elif not os.environ.get('ROS_DOMAIN_ID'):
-        os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 100)
-    return int(os.environ['ROS_DOMAIN_ID'])
+def ros_environment(domain_id=None, profile=dds.SHIPPED):
+    """Keep DDS on this machine, apply the Fast DDS profile (xfeat_ros.dds); returns the domain."""
+    return dds.ros_environment(profile, domain_id=domain_id)['domain_id']
 
 
 # -- environment record --------------------------------------------------------------------------
@@ -818,7 +815,8 @@ class PublisherProcess:
         import threading
         cmd = [sys.executable, '-m', 'xfeat_ros.bench', 'publisher',
                '--cameras', ','.join(cameras), '--images', str(args.images),
-               '--num-images', str(args.num_images), '--resolution', args.resolution]
+               '--num-images', str(args.num_images), '--resolution', args.resolution,
+               '--dds-profile', args.dds_profile]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=log, text=True, bufsize=1,
                                         env=dict(os.environ, PYTHONUNBUFFERED='1'))
@@ -1096,7 +1094,7 @@ def plot_latencies(results, png):
 
 def run_node(args):
     """Node mode: every configuration, then the table, JSON and PNG."""
-    domain = ros_environment(args.domain_id)
+    domain = ros_environment(args.domain_id, args.dds_profile)
     configs = parse_node_configs(args.configs)
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix='xfeat_bench_'))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -1112,6 +1110,7 @@ def run_node(args):
                             'publisher_processes': args.publisher_processes,
                             'images': str(args.images), 'ros_domain_id': domain,
                             'ros_automatic_discovery_range': 'LOCALHOST',
+                            'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
                             'latency': 'image header stamp (set just before publish) to '
                                        'receipt of its Keypoints in the collector process',
                             'node_counts': "from the node's final counts log line, warm-up "
@@ -1188,7 +1187,7 @@ def run_publisher(args):
     writers alive until stdin closes, so that reliable samples still in
     flight reach the node.
     """
-    ros_environment(args.domain_id)
+    ros_environment(args.domain_id, args.dds_profile)
     import rclpy
     from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -1307,6 +1306,7 @@ def build_parser():
     node.add_argument('--domain-id', type=int, help='ROS_DOMAIN_ID (default: kept, else '
                       'from the process id)')
     node.add_argument('--log-dir', help='node and publisher logs (default: a temporary folder)')
+    dds.add_profile_argument(node)
     node.add_argument('--png', help='write the latency histogram here')
     pub = modes.add_parser('publisher', parents=[common],
                            help='camera process of the node mode (driven over stdin)')
@@ -1315,6 +1315,7 @@ def build_parser():
     pub.add_argument('--depth', type=int, default=RELIABLE_DEPTH)
     pub.add_argument('--wait-subscribers', type=float, default=60.0)
     pub.add_argument('--domain-id', type=int)
+    dds.add_profile_argument(pub)
     plot = modes.add_parser('plot', help='latency histogram PNG of a node JSON')
     plot.add_argument('json_file')
     plot.add_argument('--png', required=True)

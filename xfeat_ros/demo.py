@@ -18,7 +18,6 @@ pair with its matches drawn) and ``summary.json`` to the output folder.
 import argparse
 import json
 import logging
-import os
 from pathlib import Path
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import time
 
 import numpy as np
 
+from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import XFeatError
 
@@ -173,6 +173,7 @@ def run_node_and_play(frames, stamps, args, log_path):
         settle = time.monotonic() + 0.5  # let the writer match the reader it counted
         while time.monotonic() < settle:
             rclpy.spin_once(node, timeout_sec=0.1)
+        LOG.info('node ready: publishing')
         start = time.monotonic()
         for i, (frame, encoding) in enumerate(frames):
             due = start + i / args.rate
@@ -208,11 +209,14 @@ def main(argv=None):
     parser.add_argument('--weights', default='',
                         help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')
+    dds.add_profile_argument(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
     stop_on_sigterm()
+    try:  # LOCALHOST, a domain and the Fast DDS profile, for the demo and its node process
+        dds.ros_environment(args.dds_profile)
+    except XFeatError as exc:
+        parser.error(str(exc))
     from xfeat_ros.messages import features_from_msg
     from xfeat_ros.weights import find_weights, load_weights
     out = Path(args.output)

@@ -28,6 +28,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
+from xfeat_ros import dds
 from xfeat_ros.bag import is_bag, read_images
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, XFeatError
@@ -190,6 +191,7 @@ def main(argv=None):
     parser.add_argument('--depth', type=int, default=10, help='publisher history depth')
     parser.add_argument('--wait-subscribers', type=float, default=10.0,
                         help='seconds to wait for a subscriber before publishing')
+    dds.add_profile_argument(parser)
     args, ros_args = parser.parse_known_args(argv)
     bag = is_bag(args.folder)
     if bag and args.encoding != 'keep':
@@ -198,6 +200,10 @@ def main(argv=None):
         what = 'does not exist' if not Path(args.folder).exists() else 'is not a folder'
         raise ImageError(f'{args.folder} {what}: give an image folder (plain, TUM or EuRoC) '
                          'or a rosbag2 bag (a directory with metadata.yaml, .db3 or .mcap)')
+    try:  # before rclpy.init: Fast DDS reads its profile once per process
+        dds.ros_environment(args.dds_profile, local=False)
+    except XFeatError as exc:
+        parser.error(str(exc))
     # SIGINT and SIGTERM raise KeyboardInterrupt here with the ROS context still
     # valid (rclpy's own handlers would invalidate it under a running publish).
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)

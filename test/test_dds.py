@@ -1,0 +1,269 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+xfeat_ros.dds and the shipped Fast DDS profile (config/fastdds_shm.xml).
+
+The helper's choices are tested on plain dicts. The profile is then loaded by
+real ROS processes (test/dds_probe.py): Fast DDS maps its 32 MiB segment,
+many processes run side by side and leave no segment behind, UDPv4 stays
+available for other hosts, and - with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST -
+no DDS packet of this run's domain appears on a non-loopback interface while
+two nodes exchange images. The last two need root (a private network
+namespace; a packet socket) and are skipped with that reason elsewhere.
+"""
+
+import json
+import os
+from pathlib import Path
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from xfeat_ros import dds
+from xfeat_ros.errors import ParameterError
+
+REPO = Path(__file__).resolve().parents[1]
+PROBE = [sys.executable, str(REPO / 'test' / 'dds_probe.py')]
+NS = {'f': 'http://www.eprosima.com'}
+SEGMENT_BYTES = 32 * 1024 * 1024
+RGB_4K_BYTES = 3840 * 2160 * 3
+KEYPOINTS_65K_BYTES = 65536 * (2 * 4 + 4 + 64 * 4 + 8 + 4)
+
+
+def test_shipped_profile_is_found_and_chosen_by_default():
+    path = dds.shipped_profile()
+    assert path.name == dds.PROFILE_NAME and path.is_file()
+    env = {}
+    used = dds.ros_environment(env=env)
+    assert env[dds.PROFILE_ENV] == str(path)
+    assert env[dds.DISCOVERY_ENV] == 'LOCALHOST'
+    assert 1 <= int(env[dds.DOMAIN_ENV]) <= 100
+    assert used['profile'].source == 'shipped' and used['domain_id'] == int(env[dds.DOMAIN_ENV])
+
+
+def test_exported_profile_and_domain_win():
+    env = {dds.PROFILE_ENV: '/robot/own.xml', dds.DOMAIN_ENV: '42'}
+    used = dds.ros_environment(env=env)
+    assert env == {dds.PROFILE_ENV: '/robot/own.xml', dds.DOMAIN_ENV: '42',
+                   dds.DISCOVERY_ENV: 'LOCALHOST'}
+    assert used['profile'].source == 'environment' and not used['profile'].ignored
+    assert used['domain_id'] == 42
+    # An explicit other profile loses to the exported one, and says so.
+    other = dds.decide_profile(str(dds.shipped_profile()), env)
+    assert other.path is None and other.ignored and 'no effect' in other.describe()
+
+
+def test_empty_profile_leaves_environment_alone():
+    env = {}
+    used = dds.ros_environment('', local=False, env=env)
+    assert env == {} and used['profile'].source == 'none' and used['domain_id'] is None
+
+
+def test_explicit_domain_and_profile_path(tmp_path):
+    own = tmp_path / 'mine.xml'
+    own.write_text('<dds/>')
+    env = {dds.DOMAIN_ENV: '3'}
+    dds.ros_environment(str(own), domain_id=17, env=env)
+    assert env[dds.DOMAIN_ENV] == '17' and env[dds.PROFILE_ENV] == str(own.resolve())
+    with pytest.raises(ParameterError, match='not a file'):
+        dds.ros_environment(str(tmp_path / 'absent.xml'), env={})
+
+
+def test_profile_argument():
+    import argparse
+    parser = argparse.ArgumentParser()
+    dds.add_profile_argument(parser)
+    assert parser.parse_args([]).dds_profile == dds.SHIPPED
+    assert parser.parse_args(['--dds-profile', '']).dds_profile == ''
+
+
+def test_profile_content():
+    root = ElementTree.parse(dds.shipped_profile()).getroot()
+    assert root.tag == '{http://www.eprosima.com}dds'
+    descriptors = {d.findtext('f:transport_id', namespaces=NS): d
+                   for d in root.iterfind('f:profiles/f:transport_descriptors/'
+                                          'f:transport_descriptor', NS)}
+    [participant] = root.findall('f:profiles/f:participant', NS)
+    assert participant.get('is_default_profile') == 'true'
+    used = [t.text for t in participant.iterfind('f:rtps/f:userTransports/f:transport_id', NS)]
+    kinds = {descriptors[t].findtext('f:type', namespaces=NS): descriptors[t] for t in used}
+    assert set(kinds) == {'SHM', 'UDPv4'}
+    segment = int(kinds['SHM'].findtext('f:segment_size', namespaces=NS))
+    assert segment == SEGMENT_BYTES
+    assert segment > max(RGB_4K_BYTES, KEYPOINTS_65K_BYTES)  # the large samples fit whole
+    assert participant.findtext('f:rtps/f:useBuiltinTransports', namespaces=NS) == 'false'
+    # Only transports: the ROS QoS of the code stay in charge.
+    assert root.find('f:profiles/f:data_writer', NS) is None
+    assert root.find('f:profiles/f:data_reader', NS) is None
+
+
+# -- real processes ------------------------------------------------------------------------------
+
+def probe_env():
+    """Return this run's environment with the shipped profile (LOCALHOST, one domain)."""
+    env = dict(os.environ, PYTHONUNBUFFERED='1')
+    env.pop(dds.PROFILE_ENV, None)
+    dds.ros_environment(env=env)
+    return env
+
+
+def run_probes(commands, env, timeout=90):
+    """Run probe processes side by side; return their (last JSON line, stderr) each."""
+    processes = [subprocess.Popen(PROBE + command, env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for command in commands]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=timeout)
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith('{')]
+        assert process.returncode == 0, err[-2000:]
+        results.append((lines[-1], err))
+    return results
+
+
+def test_fast_dds_maps_the_profile_segment():
+    [(report, err)] = run_probes([['hold']], probe_env())
+    sizes = sorted(report['segments'].values())
+    # The profile's 32 MiB segment (plus Fast DDS's bookkeeping), and rmw_fastrtps's own
+    # default 512 KiB one, which it adds under ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST.
+    assert len(sizes) == 2 and sizes[0] < 1024 * 1024
+    assert SEGMENT_BYTES <= sizes[1] < SEGMENT_BYTES + 4 * 1024 * 1024
+    assert 'Error' not in err, err
+
+
+def test_many_processes_share_memory_and_leave_nothing_behind():
+    env = probe_env()
+    publishers, per_publisher = 6, 3
+    sub = subprocess.Popen(PROBE + ['sub', '--topic', 'many', '--count',
+                                    str(publishers * per_publisher)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert json.loads(sub.stdout.readline()) == {'event': 'ready'}
+    pubs = run_probes([['pub', '--topic', 'many', '--count', str(per_publisher)]] * publishers,
+                      env)
+    out, err = sub.communicate(timeout=60)
+    received = json.loads(out.splitlines()[-1])
+    assert received['received'] == publishers * per_publisher
+    assert received['sizes'] == [480 * 640 * 3]
+    segments = dict(received['segments'])
+    for report, pub_err in pubs:
+        assert report['acked'] and 'Error' not in pub_err, pub_err
+        assert max(report['segments'].values()) >= SEGMENT_BYTES
+        segments.update(report['segments'])
+    assert len(segments) == 2 * (publishers + 1)  # every process had its own
+    assert 'Error' not in err, err
+    left = [path for path in segments if Path(path).exists()]
+    assert left == [], f'segments left in /dev/shm after a clean exit: {left}'
+
+
+def domain_ports():
+    """[low, high) of the RTPS UDP ports of this run's domain (port base 7400, gain 250)."""
+    domain = int(os.environ[dds.DOMAIN_ENV])
+    return 7400 + 250 * domain, 7400 + 250 * (domain + 1)
+
+
+def interface_up(name):
+    """Tell whether a network interface is up (IFF_UP); a down one carries nothing."""
+    try:
+        return bool(int(Path(f'/sys/class/net/{name}/flags').read_text(), 16) & 0x1)
+    except (OSError, ValueError):
+        return True
+
+
+def _root_only(what):
+    if os.geteuid() != 0:
+        pytest.skip(f'{what} needs root')
+
+
+def test_udpv4_kept_for_other_hosts(tmp_path):
+    """Without LOCALHOST, the profile's participant still listens on UDPv4 (private netns)."""
+    _root_only('a private network namespace (unshare -n)')
+    low, high = domain_ports()
+    # Control: the same profile without its UDPv4 transport must show no such port.
+    shipped = dds.shipped_profile().read_text()
+    udp = '          <transport_id>xfeat_udpv4</transport_id>\n'
+    assert udp in shipped
+    shm_only = tmp_path / 'shm_only.xml'
+    shm_only.write_text(shipped.replace(udp, ''))
+    script = 'ip link set lo up && ip link set lo multicast on && exec "$@"'
+    ports = {}
+    for profile in (dds.shipped_profile(), shm_only):
+        env = probe_env()
+        env[dds.DISCOVERY_ENV] = 'SUBNET'  # inside a namespace whose only interface is lo
+        env[dds.PROFILE_ENV] = str(profile)
+        done = subprocess.run(['unshare', '-n', 'sh', '-c', script, 'sh'] + PROBE + ['hold'],
+                              env=env, input='', capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-2000:]
+        ports[profile.name] = json.loads(done.stdout.splitlines()[-1])['udp_ports']
+    assert [p for p in ports[dds.PROFILE_NAME] if low <= p < high], ports
+    assert ports['shm_only.xml'] == []
+
+
+ETH_P_ALL = 0x0003
+
+
+def rtps_ports(frame):
+    """(source port, destination port) of an RTPS-over-UDP Ethernet frame, else None."""
+    if len(frame) < 14:
+        return None
+    ethertype, offset = struct.unpack_from('!H', frame, 12)[0], 14
+    if ethertype == 0x8100:  # VLAN tag
+        ethertype, offset = struct.unpack_from('!H', frame, 16)[0], 18
+    if ethertype == 0x0800 and len(frame) >= offset + 20 and frame[offset + 9] == 17:
+        udp = offset + (frame[offset] & 0x0F) * 4
+    elif ethertype == 0x86DD and len(frame) >= offset + 40 and frame[offset + 6] == 17:
+        udp = offset + 40
+    else:
+        return None
+    if frame[udp + 8:udp + 12] != b'RTPS':
+        return None
+    return struct.unpack_from('!HH', frame, udp)
+
+
+def test_localhost_discovery_stays_on_this_machine():
+    """While two nodes exchange images, no RTPS packet of this domain leaves through a NIC."""
+    _root_only('a packet socket (AF_PACKET)')
+    low, high = domain_ports()
+    interfaces = [name for _, name in socket.if_nameindex() if interface_up(name)]
+    sockets = {}
+    for name in interfaces:
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        sock.bind((name, 0))
+        sock.setblocking(False)
+        sockets[sock] = name
+    counts = dict.fromkeys(interfaces, 0)
+    env = probe_env()
+    sub = subprocess.Popen(PROBE + ['sub', '--topic', 'capture', '--count', '20'], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pub = subprocess.Popen(PROBE + ['pub', '--topic', 'capture', '--count', '20'], env=env,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while (pub.poll() is None or sub.poll() is None) and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(sockets), [], [], 0.1)
+            for sock in ready:
+                while True:
+                    try:
+                        frame = sock.recv(65535)
+                    except BlockingIOError:
+                        break
+                    ports = rtps_ports(frame)
+                    if ports and any(low <= p < high for p in ports):
+                        counts[sockets[sock]] += 1
+    finally:
+        for sock in sockets:
+            sock.close()
+        for process in (pub, sub):
+            if process.poll() is None:
+                process.kill()
+    received = json.loads(sub.communicate()[0].splitlines()[-1])
+    assert received['received'] == 20  # the nodes did talk
+    assert counts.get('lo', 0) > 0, 'the capture saw no RTPS packet on lo at all'
+    outside = {name: n for name, n in counts.items() if name != 'lo' and n}
+    assert outside == {}, f'RTPS packets of domain ports {low}-{high} on {outside}'
