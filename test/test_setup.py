@@ -117,7 +117,7 @@ def test_long_test_ids_are_refused():
 
 
 def test_markers_are_registered():
-    """colcon runs pytest without the ament plugins that would register these."""
+    """Register them here: colcon runs pytest without the ament plugins that would."""
     text = (REPO / 'test' / 'conftest.py').read_text()
     for mark in ('gpu', 'ros', 'linter', 'copyright', 'flake8', 'pep257'):
         assert f"'{mark}: " in text, mark
