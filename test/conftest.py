@@ -27,7 +27,7 @@ GOLDEN = SHARED / 'golden'
 NEEDS_SHARED = (f'needs ../shared ({SHARED}: the full data sets, models and golden outputs), '
                 'which is not beside this clone; the fixtures in test/data cover the short '
                 'tests only')
-MAX_TEST_ID = 200  # characters; colcon reads pytest's summary lines with a bounded reader
+MAX_TEST_ID = 120  # characters; colcon reads pytest's summary lines with a bounded reader
 
 
 def pytest_configure(config):
@@ -36,6 +36,8 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'ros: starts ROS 2 nodes (needs rclpy and messages)')
     config.addinivalue_line('markers', 'linter: ament lint tests')
     config.addinivalue_line('markers', 'copyright: ament_copyright lint test')
+    config.addinivalue_line('markers', 'flake8: ament_flake8 lint test')
+    config.addinivalue_line('markers', 'pep257: ament_pep257 lint test')
 
 
 def pytest_collection_modifyitems(config, items):

@@ -165,7 +165,7 @@ def test_from_parameters_rejects():
     ('intrinsics: [1, 1, 0, 0]\nT_BS: {cols: 4, rows: 4, data: [1, 2]}\n', 'T_BS'),
     ('T_BS: {cols: 4, rows: 4, data: [2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]}\n',
      'not a rigid'),
-])
+], ids=['missing', 'list', 'no-intrinsics', 'fov', 'omni', 'short-T_BS', 'scaled-T_BS'])
 def test_bad_euroc_yaml(tmp_path, text, match):
     path = tmp_path / 'sensor.yaml'
     if text is not None:

@@ -102,3 +102,22 @@ def test_cpu_path_runs_without_torch(tmp_path):
     assert 'using onnxruntime on the CPU' in log and 'Traceback' not in log, log
     assert 'packaged copy' in result.stderr
     assert Path(out / 'summary.json').is_file()
+
+
+def test_long_test_ids_are_refused():
+    """The conftest check that keeps colcon's line reader going (a 220,000-char id stopped it)."""
+    from types import SimpleNamespace
+
+    import conftest
+    short = SimpleNamespace(nodeid='test/test_x.py::test_y[a]')
+    conftest.pytest_collection_modifyitems(None, [short])  # fine
+    long = SimpleNamespace(nodeid='test/test_x.py::test_y[' + 'ab' * 300 + ']')
+    with pytest.raises(pytest.UsageError, match='longer than 120 characters'):
+        conftest.pytest_collection_modifyitems(None, [short, long])
+
+
+def test_markers_are_registered():
+    """Register them here: colcon runs pytest without the ament plugins that would."""
+    text = (REPO / 'test' / 'conftest.py').read_text()
+    for mark in ('gpu', 'ros', 'linter', 'copyright', 'flake8', 'pep257'):
+        assert f"'{mark}: " in text, mark

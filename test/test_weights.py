@@ -240,7 +240,7 @@ def test_npz_with_object_array_raises(tmp_path, state_dict):
     ('README.md', b'# xfeat_ros\n\nXFeat learned features', 'not a weights file'),
     ('junk.npz', b'\x00junk' * 100, 'not an .npz weights file'),
     ('text.pt', b'hello, not a tensor', 'not a weights file'),
-])
+], ids=['readme', 'junk-npz', 'text-pt'])
 def test_not_a_weights_file_is_one_clear_line(tmp_path, name, content, says):
     path = tmp_path / name
     path.write_bytes(content)

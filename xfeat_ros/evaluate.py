@@ -12,10 +12,17 @@ Each dataset folder is recognised by its layout:
   truth and the MHA (share of pairs with corner error <= 1/3/5 px);
 * pose sequences, TUM RGB-D (``rgb/<seconds>.png`` + ``groundtruth.txt``;
   intrinsics from flags, TUM fr2 by default, or ``--intrinsics`` YAML) and
-  KITTI odometry (``image_0/`` + ``poses.txt`` + ``calib.txt``): frame pairs
-  ``(i, i + gap)`` at several gaps, relative pose from the essential matrix,
-  rotation and translation-direction errors in degrees, pose AUC at 5/10/20
-  degrees of ``max(rotation, translation)`` error.
+  KITTI odometry (a sequence folder with ``image_0/<frame>.png`` and
+  ``calib.txt``, its poses in ``poses.txt`` beside them or, in KITTI's own
+  layout ``dataset/sequences/NN`` + ``dataset/poses/NN.txt``, two levels up;
+  line k of the poses is frame k, images are paired with poses by their frame
+  number): frame pairs ``(i, i + gap)`` at several gaps, relative pose from
+  the essential matrix, rotation and translation-direction errors in degrees,
+  pose AUC at 5/10/20 degrees of ``max(rotation, translation)`` error;
+* pose pair lists (a ``.txt`` in SuperGlue's ScanNet / YFCC form or a
+  ``.json`` like upstream XFeat's MegaDepth-1500 list, see
+  :mod:`xfeat_ros.pair_lists`): every listed pair with its own intrinsics and
+  relative pose, scored as the pose sequences are.
 
 Every method sees the same pairs: the xfeat_ros engines named by ``--backend``
 (CPU and GPU alike, through the engine contract) and, with ``--upstream DIR``,
@@ -65,6 +72,7 @@ from xfeat_ros.geometry import (essential_pose, estimate_homography, HOMOGRAPHY_
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
 from xfeat_ros.metrics import (accuracy_at, corner_error, pose_auc, rotation_error_deg,
                                translation_error_deg)
+from xfeat_ros.pair_lists import is_pair_list, read_pair_list, unrotate_points
 
 LOG = logging.getLogger('xfeat_eval')
 
@@ -233,32 +241,70 @@ def tum_frames(folder):
     return frames
 
 
+def kitti_poses_file(folder):
+    """
+    Return the poses file of a KITTI sequence folder; DatasetError saying where it looked.
+
+    ``poses.txt`` in the folder, or KITTI's own layout: for
+    ``<root>/sequences/NN`` the file ``<root>/poses/NN.txt``.
+    """
+    candidates = [folder / 'poses.txt']
+    if folder.parent.name == 'sequences':
+        candidates.append(folder.parent.parent / 'poses' / f'{folder.name}.txt')
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise DatasetError(f'{folder}: KITTI layout needs its poses, looked for '
+                       + ' and '.join(str(c) for c in candidates))
+
+
 def kitti_frames(folder):
     """
-    Return ``(frames, camera)`` of a KITTI odometry folder.
+    Return ``(frames, camera)`` of a KITTI odometry sequence folder.
 
-    ``image_0/`` images in name order, ``poses.txt`` one 3x4 ``[R | t]``
-    camera-to-world pose per line (per image), ``calib.txt`` with the
-    ``P0:`` projection (rectified images: no distortion). Raises
-    :class:`DatasetError` when a file is missing or poses are fewer than images.
+    ``image_0/<frame>.png`` (frame numbers as names, 000000.png ...), the poses
+    (:func:`kitti_poses_file`: line k is the 3x4 ``[R | t]`` camera-to-world
+    pose of frame k) and ``calib.txt`` with the ``P0:`` projection (rectified
+    images: no distortion). Each image gets the pose of its frame number, not
+    of its position in the folder, so a folder holding frames 100-119 gets
+    poses 100-119. Raises :class:`DatasetError` for a missing file, an image
+    name that is not a frame number, or a frame the poses do not reach.
     """
     folder = Path(folder)
-    for name in ('poses.txt', 'calib.txt'):
-        if not (folder / name).is_file():
-            raise DatasetError(f'{folder}: KITTI layout needs {name}')
+    calib = folder / 'calib.txt'
+    if not calib.is_file():
+        raise DatasetError(f'{folder}: KITTI layout needs {calib.name} (P0: projection)')
+    poses_path = kitti_poses_file(folder)
     projection = None
-    for line in (folder / 'calib.txt').read_text().splitlines():
+    for line in calib.read_text().splitlines():
         if line.startswith('P0:'):
-            projection = np.array(line.split()[1:], dtype=np.float64).reshape(3, 4)
+            projection = _kitti_numbers(line.split()[1:], 12, calib, 'P0').reshape(3, 4)
     if projection is None:
-        raise DatasetError(f'{folder / "calib.txt"}: no P0 line')
-    poses = [np.array(line.split(), dtype=np.float64).reshape(3, 4)
-             for line in (folder / 'poses.txt').read_text().splitlines() if line.strip()]
-    images = [p for _, p in list_sequence(folder / 'image_0')]
-    if len(poses) < len(images):
-        raise DatasetError(f'{folder}: {len(images)} images but {len(poses)} poses')
-    frames = [PoseFrame(p.stem, p, pose[:, :3], pose[:, 3]) for p, pose in zip(images, poses)]
+        raise DatasetError(f'{calib}: no P0 line')
+    poses = [_kitti_numbers(line.split(), 12, poses_path, f'line {k + 1}').reshape(3, 4)
+             for k, line in enumerate(poses_path.read_text().splitlines()) if line.strip()]
+    frames = []
+    for _, path in list_sequence(folder / 'image_0'):
+        if not path.stem.isdigit():
+            raise DatasetError(f'{path}: KITTI images are named by frame number '
+                               '(000000.png, 000001.png, ...)')
+        number = int(path.stem)
+        if number >= len(poses):
+            raise DatasetError(f'{path} is frame {number}, but {poses_path} holds the poses '
+                               f'of frames 0-{len(poses) - 1} only')
+        pose = poses[number]
+        frames.append(PoseFrame(path.stem, path, pose[:, :3], pose[:, 3]))
     return frames, Camera(projection[:, :3].copy(), None)
+
+
+def _kitti_numbers(values, count, path, what):
+    try:
+        numbers = np.array(values, dtype=np.float64)
+    except ValueError as exc:
+        raise DatasetError(f'{path} {what}: not numbers ({exc})') from exc
+    if numbers.size != count:
+        raise DatasetError(f'{path} {what}: {numbers.size} numbers, expected {count}')
+    return numbers
 
 
 def load_camera_yaml(path):
@@ -297,16 +343,30 @@ def camera_from(fx, fy, cx, cy, dist=None):
     return Camera(matrix, dist)
 
 
-def load_dataset(folder, camera=None):
-    """
-    Recognise and load a dataset folder (see the module docstring for layouts).
+LAYOUTS = (
+    'HPatches (1.ppm .. and H_1_2 ..), Oxford (img1.ppm .. and H1to2p ..), '
+    'TUM RGB-D (rgb/ and groundtruth.txt), KITTI odometry (a sequence folder with image_0/ '
+    'and calib.txt, poses in poses.txt beside them or ../../poses/NN.txt for '
+    'dataset/sequences/NN), or a pose pair list file (.txt as the SuperGlue ScanNet/YFCC '
+    'lists, .json as the MegaDepth-1500 list of upstream XFeat)')
 
-    ``camera`` is used for TUM folders (KITTI brings its own calibration).
-    Raises :class:`DatasetError` for an unrecognised folder.
+
+def load_dataset(folder, camera=None, image_root=None):
+    """
+    Recognise and load a dataset folder or pair list (see :data:`LAYOUTS`).
+
+    ``camera`` is used for TUM folders (KITTI and pair lists bring their own
+    calibration); ``image_root`` is where a pair list's images are (default:
+    its folder). Raises :class:`DatasetError` for an unrecognised input,
+    saying which layouts exist.
     """
     folder = Path(folder)
+    if is_pair_list(folder):
+        return Dataset(folder.stem, folder, 'pair list', 'pairs',
+                       pairs=read_pair_list(folder, image_root))
     if not folder.is_dir():
-        raise DatasetError(f'{folder} is not a folder')
+        raise DatasetError(f'{folder} is not a folder or a pair list' if not folder.exists()
+                           else f'{folder}: not a folder or a pair list (.txt, .json)')
     name = folder.name
     if (folder / 'rgb').is_dir():
         return Dataset(name, folder, 'tum', 'pose', frames=tum_frames(folder), camera=camera)
@@ -316,7 +376,10 @@ def load_dataset(folder, camera=None):
     if _image_by_stem(folder, '1') is not None or _image_by_stem(folder, 'img1') is not None:
         layout, pairs = homography_pairs(folder)
         return Dataset(name, folder, layout, 'homography', pairs=pairs)
-    raise DatasetError(f'{folder}: not a recognised layout (HPatches, Oxford, TUM, KITTI)')
+    hint = ''
+    if (folder / 'sequences').is_dir():
+        hint = f'; for KITTI give one sequence, e.g. {folder / "sequences" / "00"}'
+    raise DatasetError(f'{folder}: not a recognised layout, expected {LAYOUTS}{hint}')
 
 
 # -- methods ---------------------------------------------------------------------------------
@@ -353,13 +416,21 @@ class UpstreamMethod:
 
     def __init__(self, directory, weights, slots, top_k, threshold, min_cossim, device='cpu'):
         """Import ``modules.xfeat`` from ``directory`` and load the weights dict into its net."""
-        import torch
+        try:
+            import torch
+        except ModuleNotFoundError as exc:
+            raise BackendError('--upstream needs PyTorch (the torch module), which is not '
+                               'installed') from exc
         directory = str(Path(directory).resolve())
         if not (Path(directory) / 'modules' / 'xfeat.py').is_file():
             raise BackendError(f'{directory} has no modules/xfeat.py (an upstream checkout)')
         if directory not in sys.path:
             sys.path.insert(0, directory)
-        from modules.xfeat import XFeat
+        try:
+            from modules.xfeat import XFeat
+        except ModuleNotFoundError as exc:
+            raise BackendError(f'upstream XFeat ({directory}) needs the Python module '
+                               f'{exc.name!r}, which is not installed') from exc
         self.torch = torch
         self.device = torch.device(device)
         model = XFeat(weights=None, top_k=top_k, detection_threshold=threshold)
@@ -718,6 +789,69 @@ def evaluate_pose(method, dataset, settings):
     return records
 
 
+def normalized_points(points, matrix):
+    """Return pixels float [M, 2] in normalized camera coordinates of intrinsics ``matrix``."""
+    homogeneous = np.c_[np.asarray(points, np.float64).reshape(-1, 2), np.ones(len(points))]
+    rays = homogeneous @ np.linalg.inv(matrix).T
+    return rays[:, :2] / rays[:, 2:]
+
+
+def pair_pose_errors(points0, points1, pair, settings):
+    """
+    :func:`pose_errors` for a listed pair: each image has its own intrinsics.
+
+    Points are normalized with ``pair.K0`` / ``pair.K1`` and the RANSAC
+    threshold is ``settings.pose_threshold_px`` over the mean of the four focal
+    lengths (the LoFTR / SuperGlue convention).
+    """
+    focal = np.mean([pair.K0[0, 0], pair.K0[1, 1], pair.K1[0, 0], pair.K1[1, 1]])
+    unit = Settings(**{**settings.__dict__, 'pose_threshold_px': settings.pose_threshold_px
+                       / focal})
+    return pose_errors(normalized_points(points0, pair.K0), normalized_points(points1, pair.K1),
+                       Camera(np.eye(3)), (pair.rotation, pair.t), unit)
+
+
+def read_upright(path, rot):
+    """Return ``(pixels, encoding, stored (h, w))`` of an image turned by ``np.rot90(rot)``."""
+    pixels, encoding = read_image(path)
+    return np.ascontiguousarray(np.rot90(pixels, rot)), encoding, pixels.shape[:2]
+
+
+def evaluate_pair_list(method, dataset, settings):
+    """
+    Score ``method`` on every pair of a pose pair list (``settings.max_pairs``: the first N).
+
+    Each image is turned upright (``rot0``/``rot1``) for extraction and its
+    keypoints mapped back to the stored image, whose intrinsics and pose the
+    list gives. Returns pose records as :func:`evaluate_pose` does (``pair``
+    names the pair, ``gap`` is 0).
+    """
+    pairs = dataset.pairs[:settings.max_pairs] if settings.max_pairs else dataset.pairs
+    records = []
+    for pair in pairs:
+        keypoints = []
+        for slot, (path, rot) in enumerate(((pair.path0, pair.rot0), (pair.path1, pair.rot1))):
+            pixels, encoding, stored_hw = read_upright(path, rot)
+            keypoints.append(unrotate_points(method.extract(slot, pixels, encoding), rot,
+                                             stored_hw))
+        idx0, idx1 = method.match(0, 1)
+        points0, points1 = canonical_order(keypoints[0][idx0], keypoints[1][idx1])
+        rot_err, trans_err, inliers = pair_pose_errors(points0, points1, pair, settings)
+        records.append({'pair': pair.name, 'image0': pair.path0.name,
+                        'image1': pair.path1.name, 'gap': 0, 'keypoints0': len(keypoints[0]),
+                        'keypoints1': len(keypoints[1]), 'matches': len(idx0),
+                        'inliers': int(inliers.sum()), 'rotation_error_deg': rot_err,
+                        'translation_error_deg': trans_err,
+                        'pose_error_deg': max(rot_err, trans_err),
+                        'gt_rotation_deg': rotation_error_deg(np.eye(3), pair.rotation),
+                        'gt_baseline': float(np.linalg.norm(pair.t)), **match_extras(method),
+                        'points0': points0, 'points1': points1, 'inlier_mask': inliers})
+        LOG.info('%s %s %s: %d matches, %d inliers, rotation %.2f, translation %.2f deg',
+                 method.name, dataset.name, pair.name, len(idx0), inliers.sum(), rot_err,
+                 trans_err)
+    return records
+
+
 def _median(values):
     values = [v for v in values if np.isfinite(v)]
     return float(np.median(values)) if values else float('inf')
@@ -785,7 +919,16 @@ def summarize_homography(records):
 
 
 def summarize_pose(records):
-    """Summarize pose records: pairs, AUC at 5/10/20 deg, median errors and counts."""
+    """
+    Summarize pose records: pairs, AUC at 5/10/20 deg, median errors and counts.
+
+    No records (a gap longer than the sequence): AUCs and medians are None,
+    shown as '-', not as an AUC of 0.
+    """
+    if not records:
+        return {'pairs': 0, **{f'auc@{t:g}deg': None for t in AUC_THRESHOLDS},
+                'median_rotation_error_deg': None, 'median_translation_error_deg': None,
+                'failures': 0, 'median_matches': None, 'median_inliers': None}
     auc = pose_auc([r['pose_error_deg'] for r in records], AUC_THRESHOLDS)
     return {'pairs': len(records),
             **{f'auc@{t:g}deg': float(a) for t, a in zip(AUC_THRESHOLDS, auc)},
@@ -1071,7 +1214,7 @@ def draw_best_and_worst(data, dataset, out):
         ranked = sorted(records, key=lambda r: (r[key], -r['inliers']))
         for label, record in (('best', ranked[0]), ('worst', ranked[-1])):
             name = record.get('pair') or f"{record['frame0']}-{record['frame1']}"
-            if data['kind'] == 'homography':
+            if data['kind'] in ('homography', 'pairs'):
                 paths = next((p.path0, p.path1) for p in dataset.pairs if p.name == name)
             else:
                 paths = (dataset.frames[record['frame0']].path,
@@ -1116,9 +1259,12 @@ def build_parser():
     """Return the ``xfeat_eval`` argument parser."""
     parser = argparse.ArgumentParser(
         prog='xfeat_eval', description=__doc__.split('\n\n')[0].split(': ', 1)[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        epilog=f'Inputs: {LAYOUTS}.', formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument('datasets', nargs='+', type=Path,
-                        help='dataset folders (HPatches, Oxford, TUM or KITTI layout)')
+                        help='dataset folders or pair list files (layouts below)')
+    parser.add_argument('--pairs-root', type=Path,
+                        help='folder the images of pair lists are relative to (default: the '
+                             "list's folder)")
     parser.add_argument('--out', type=Path, default=Path('eval_output'), help='output folder')
     parser.add_argument('--backend', default='onnxruntime',
                         help='comma-separated xfeat_ros backends to evaluate: onnxruntime, '
@@ -1171,7 +1317,7 @@ def run(args, command='xfeat_eval'):
     from xfeat_ros.weights import load_weights, resolve_weights
     camera = (load_camera_yaml(args.intrinsics) if args.intrinsics
               else camera_from(args.fx, args.fy, args.cx, args.cy, args.dist))
-    datasets = [load_dataset(folder, camera) for folder in args.datasets]
+    datasets = [load_dataset(folder, camera, args.pairs_root) for folder in args.datasets]
     if any(g < 1 for g in args.gaps):
         raise DatasetError(f'gaps must be positive, got {args.gaps}')
     if args.fit_orders < 0:
@@ -1216,6 +1362,9 @@ def run(args, command='xfeat_eval'):
             if dataset.kind == 'homography':
                 records = evaluate_homography(method, dataset, settings)
                 data['summary'][method.name] = summarize_homography(records)
+            elif dataset.kind == 'pairs':
+                records = evaluate_pair_list(method, dataset, settings)
+                data['summary'][method.name] = {'all': summarize_pose(records)}
             else:
                 records = evaluate_pose(method, dataset, settings)
                 per_gap = {str(g): summarize_pose([r for r in records if r['gap'] == g])
@@ -1227,6 +1376,9 @@ def run(args, command='xfeat_eval'):
             if dataset.kind == 'homography':
                 plots = [Path(f'{stem}_mha.png')]
                 plot_mha(data, plots[0])
+            elif dataset.kind == 'pairs':
+                plots = [Path(f'{stem}_pose_cdf.png')]
+                plot_pose_cdf(data, plots[0])
             else:
                 plots = [Path(f'{stem}_pose_cdf.png'), Path(f'{stem}_pose_along.png')]
                 plot_pose_cdf(data, plots[0])
