@@ -65,6 +65,7 @@ DEFAULT_RESOLUTIONS = '640x480,1280x720,1920x1080'
 DEFAULT_IN_FLIGHT = '1,2,4,8,16'
 DEFAULT_BASELINE_IN_FLIGHT = '1,8'
 DEFAULT_NODE_CONFIGS = '1x30,4x60,8x120,8xmax'
+ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
 GPU_BACKENDS = ('pytorch', 'tensorrt', 'onnxruntime_cuda')
 NODE_SETTLE_S = 0.5
 RELIABLE_DEPTH = 10
@@ -815,7 +816,8 @@ class PublisherProcess:
         import threading
         cmd = [sys.executable, '-m', 'xfeat_ros.bench', 'publisher',
                '--cameras', ','.join(cameras), '--images', str(args.images),
-               '--num-images', str(args.num_images), '--resolution', args.resolution]
+               '--num-images', str(args.num_images), '--resolution', args.resolution,
+               '--encoding', args.encoding]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=log, text=True, bufsize=1,
                                         env=dict(os.environ, PYTHONUNBUFFERED='1'))
@@ -1101,7 +1103,7 @@ def run_node(args):
         args.weights = default_weights()
     results = {'mode': 'node', 'environment': environment(),
                'settings': {'backend': args.backend, 'top_k': args.top_k,
-                            'resolution': args.resolution, 'encoding': 'rgb8',
+                            'resolution': args.resolution, 'encoding': args.encoding,
                             'duration_s': args.duration,
                             'max_frames_in_flight': args.max_frames_in_flight,
                             'queue_size': args.queue_size, 'input_qos_reliability': 'reliable',
@@ -1114,8 +1116,8 @@ def run_node(args):
                             'node_counts': "from the node's final counts log line, warm-up "
                                            'frames subtracted', 'log_dir': str(log_dir)},
                'configs': []}
-    sys.stdout.write(f'xfeat_bench node: {args.backend}, {args.resolution} rgb8, top_k '
-                     f'{args.top_k}, {args.duration:g} s per configuration, ROS_DOMAIN_ID '
+    sys.stdout.write(f'xfeat_bench node: {args.backend}, {args.resolution} {args.encoding}, '
+                     f'top_k {args.top_k}, {args.duration:g} s per configuration, ROS_DOMAIN_ID '
                      f'{domain} (LOCALHOST), logs in {log_dir}\n')
     for cameras, rate in configs:
         row = run_node_config(args, cameras, rate, log_dir)
@@ -1199,7 +1201,10 @@ def run_publisher(args):
     node = rclpy.create_node('xfeat_bench_camera')
     qos = QoSProfile(depth=args.depth, reliability=ReliabilityPolicy.RELIABLE)
     pubs = [node.create_publisher(Image, f'{c}/image', qos) for c in cameras]
-    msgs = [[image_msg(img, 'rgb8', None, '') for img in images] for _ in cameras]
+    if args.encoding == 'mono8':
+        import cv2
+        images = [cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None] for img in images]
+    msgs = [[image_msg(img, args.encoding, None, '') for img in images] for _ in cameras]
     try:
         deadline = time.monotonic() + args.wait_subscribers
         while (any(p.get_subscription_count() == 0 for p in pubs)
@@ -1286,7 +1291,9 @@ def build_parser():
                       help='CAMERASxHZ list, HZ "max" = as fast as possible '
                            '(default %(default)s)')
     node.add_argument('--duration', type=float, default=10.0, help='seconds per configuration')
-    node.add_argument('--resolution', default='640x480', help='camera images (rgb8)')
+    node.add_argument('--resolution', default='640x480', help='camera images')
+    node.add_argument('--encoding', default='rgb8', choices=ENCODINGS,
+                      help='camera image encoding (default %(default)s)')
     node.add_argument('--backend', default='auto',
                       choices=('auto', 'onnxruntime') + GPU_BACKENDS)
     node.add_argument('--max-frames-in-flight', type=int, default=8)
@@ -1309,6 +1316,7 @@ def build_parser():
                            help='camera process of the node mode (driven over stdin)')
     pub.add_argument('--cameras', required=True, help='comma-separated camera names')
     pub.add_argument('--resolution', default='640x480')
+    pub.add_argument('--encoding', default='rgb8', choices=ENCODINGS)
     pub.add_argument('--depth', type=int, default=RELIABLE_DEPTH)
     pub.add_argument('--wait-subscribers', type=float, default=60.0)
     pub.add_argument('--domain-id', type=int)
