@@ -10,7 +10,8 @@ import pytest
 from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
-from xfeat_ros.node import camera_parameter, CAMERA_PARAMETERS, PARAMETERS, validate_parameter
+from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, PARAMETERS,
+                                  validate_parameter)
 
 REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
 
@@ -105,7 +106,7 @@ def test_live_parameter_updates(frames, weights_npz, tmp_path):
 def test_two_cameras_and_namespace(frames, weights_npz, tmp_path):
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
-                          'cameras': ['left', 'right'], 'top_k': 1000}, log,
+                          'cameras': ['left', 'right'], 'top_k': 1000, 'queue_size': 10}, log,
                          extra_args=['-r', '__ns:=/rig'])
     client = Client(cameras=('rig/left', 'rig/right'))
     try:

@@ -69,16 +69,15 @@ def test_sequence_gaps_are_counted(weights, tmp_path):
     node = XFeatNode(engine=CpuEngine(OnnxRuntimeBackbone(build_model(weights))),
                      context=context)
     try:
-        state = node.cameras['']
         gid = {'implementation_identifier': 'x', 'data': bytes(range(24))}
         other = {'implementation_identifier': 'x', 'data': bytes(24)}
         for seq, who in [(1, gid), (2, gid), (5, gid), (1, other), (6, gid), (9, gid),
                          (2, other)]:
-            node._count_gap(state, {'publication_sequence_number': seq, 'publisher_gid': who})
-        assert state.counts['lost_before_node'] == 2 + 2
-        node._count_gap(state, {'publication_sequence_number': None, 'publisher_gid': None})
-        node._count_gap(state, None)
-        assert state.counts['lost_before_node'] == 4
+            node._count_gap('', {'publication_sequence_number': seq, 'publisher_gid': who})
+        assert node.stats()['']['lost_before_node'] == 2 + 2
+        node._count_gap('', {'publication_sequence_number': None, 'publisher_gid': None})
+        node._count_gap('', None)
+        assert node.stats()['']['lost_before_node'] == 4
     finally:
         node.stop()
         node.destroy_node()

@@ -26,6 +26,9 @@ import time
 
 import numpy as np
 
+from xfeat_ros.defaults import TOP_K
+from xfeat_ros.engine import BACKENDS
+
 LOG = logging.getLogger('xfeat_demo')
 FRAME_HW = (480, 640)
 
@@ -145,8 +148,8 @@ def main(argv=None):
     parser.add_argument('--images', help='image folder / TUM / EuRoC sequence to play instead')
     parser.add_argument('--frames', type=int, default=30, help='frames to play')
     parser.add_argument('--rate', type=float, default=10.0, help='publish rate, Hz')
-    parser.add_argument('--top-k', type=int, default=4096)
-    parser.add_argument('--backend', default='auto')
+    parser.add_argument('--top-k', type=int, default=TOP_K)
+    parser.add_argument('--backend', default='auto', choices=BACKENDS)
     parser.add_argument('--weights', default='',
                         help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, download)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')
