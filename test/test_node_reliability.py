@@ -20,6 +20,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 from xfeat_ros.backbone import OnnxRuntimeBackbone
+from xfeat_ros.core.scheduler import QUEUE_SIZE
 from xfeat_ros.engine import CpuEngine
 from xfeat_ros.errors import DeviceError
 from xfeat_ros.messages import image_msg, message_types
@@ -82,8 +83,12 @@ class Rig:
         self.client = rclpy.create_node('rig_client', context=self.context)
         keypoints_type, matches_type = message_types()
         self.keypoints, self.matches, self.diagnostics = [], [], []
-        self.client.create_subscription(keypoints_type, 'keypoints', self.keypoints.append,
-                                        RELIABLE)
+        self.received_at = []  # wall-clock receipt time of each Keypoints
+
+        def on_keypoints(msg):
+            self.received_at.append(time.time())
+            self.keypoints.append(msg)
+        self.client.create_subscription(keypoints_type, 'keypoints', on_keypoints, RELIABLE)
         self.client.create_subscription(matches_type, 'matches', self.matches.append, RELIABLE)
         self.client.create_subscription(DiagnosticArray, '/diagnostics',
                                         self.diagnostics.append, 10)
@@ -169,6 +174,43 @@ def test_overload_keeps_newest_and_counts_every_drop(weights_npz, engine):
         assert status.level == DiagnosticStatus.WARN and 'dropped' in status.message
     finally:
         rig.close()
+
+
+def test_overload_latency_stays_bounded(weights_npz, engine):
+    """
+    A camera three times faster than the engine, shipped queue policy: latency stays bounded.
+
+    The engine takes ~0.1 s a frame (period T, measured from the outputs); frames
+    come at 30 Hz for 4 s. Every frame that waited is dropped for a newer one, so
+    a published frame waited at most about one T in its queue and took one T on
+    the engine: its latency stays near 2 T (a 10-frame queue gave ~10 T).
+    """
+    rig = Rig(weights_npz, SlowEngine(engine, 0.1), queue_size=QUEUE_SIZE)
+    try:
+        start = time.monotonic()
+        sent = 0
+        while time.monotonic() < start + 4.0:
+            rig.send(texture(sent % 60), time.time())
+            sent += 1
+            time.sleep(1 / 30)
+        assert rig.wait(lambda: rig.node.stats()[''].get('received') == sent, 30)
+        assert rig.node.scheduler.wait_idle(30)
+        counts = rig.node.stats()['']
+        assert rig.wait(lambda: len(rig.keypoints) == counts['published'], 10)
+    finally:
+        rig.close()
+    assert counts['accepted'] == sent == counts['published'] + counts['dropped_queue_full']
+    assert counts['dropped_queue_full'] > sent / 2  # it was overloaded
+    stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+                       for m in rig.keypoints])
+    latency = np.array(rig.received_at) - stamps
+    period = np.median(np.diff(rig.received_at))  # the engine period T under this load
+    print(f'overload: {sent} sent, {len(stamps)} published, engine period {1e3 * period:.0f} '
+          f'ms, latency median {1e3 * np.median(latency):.0f} ms, max '
+          f'{1e3 * latency.max():.0f} ms')
+    assert 0.09 < period < 0.5
+    assert np.median(latency) < 2.5 * period
+    assert np.percentile(latency, 90) < 3.0 * period
 
 
 def test_gpu_failure_falls_back_to_cpu(weights_npz, engine):

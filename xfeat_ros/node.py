@@ -27,7 +27,7 @@ import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException
@@ -143,15 +143,34 @@ class XFeatNode(Node):
         """Declare and validate parameters ``[(name, (default, descriptor))]``."""
         for name, (default, descriptor) in specs:
             try:
-                value = self.declare_parameter(name, default, descriptor).value
+                value = self._declare_one(name, default, descriptor)
             except ParameterException as exc:
                 raise ParameterError(f'parameter {name}: {exc}') from exc
             if unset_value(name, value):
-                value = []  # a list parameter left unset (or dumped as null)
+                value = []  # a list parameter left unset
             reason = validate_parameter(name, value)
             if reason:
                 raise ParameterError(f'parameter {name}: {reason}')
             self.params[name] = value
+
+    def _declare_one(self, name, default, descriptor):
+        """
+        Declare one parameter; return its value.
+
+        A list that may stay unset and comes as YAML null from a parameters file
+        (what ``ros2 param dump`` writes for it; rcl reads the string 'null')
+        is declared unset instead, so a dump loads back as it was. That needs a
+        writable declaration first; the descriptor then becomes read-only.
+        """
+        if default is not None:
+            return self.declare_parameter(name, default, descriptor).value
+        writable = ParameterDescriptor(dynamic_typing=True, description=descriptor.description)
+        value = self.declare_parameter(name, None, writable).value
+        if value is not None and unset_value(name, value):
+            self.undeclare_parameter(name)
+            return self.declare_parameter(name, None, descriptor, ignore_override=True).value
+        self.set_descriptor(name, descriptor)
+        return value
 
     # -- wiring -----------------------------------------------------------------------------------
     def _qos(self, prefix, reliability=None):
@@ -330,7 +349,7 @@ class XFeatNode(Node):
                     'cannot keep up with the camera')
         self.report.warning(f'{self.topic_name(camera, "image")}: {sequence - last - 1} image(s) '
                             f'lost in the middleware before the node ({total} so far); {hint}',
-                            key=(camera, 'lost'))
+                            key=(camera, 'lost', ports.reliability))
 
     # -- outputs (the core's sink) ----------------------------------------------------------------
     def publish_frame(self, out):
