@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from xfeat_ros.camera import CameraModel, undistort_points  # noqa: E402
 from xfeat_ros.debug_image import render_debug_image  # noqa: E402
 from xfeat_ros.decode import decode_image_msg  # noqa: E402
+from xfeat_ros.engine import create_engine, EngineConfig  # noqa: E402
 from xfeat_ros.image_files import read_image  # noqa: E402
 from xfeat_ros.match import mutual_nn_match  # noqa: E402
 from xfeat_ros.messages import (image_msg, keypoint_cloud_msg, keypoints_msg,  # noqa: E402
                                 vins_feature_msg)
-from xfeat_ros.node import create_engine  # noqa: E402
 from xfeat_ros.pipeline import Features  # noqa: E402
 
 LOG = logging.getLogger('outputs_cost')
@@ -140,8 +140,8 @@ def main(argv=None):
     name = sorted(p.name for p in (folder / 'cam0').glob('*.png'))[0]
     msgs = [image_msg(*read_image(folder / cam / name)) for cam in ('cam0', 'cam1')]
     model = CameraModel.from_euroc_yaml(folder / 'cam0_sensor.yaml')
-    engine = create_engine(args.backend, str(shared / 'models' / 'xfeat_backbone.npz'), 0, 0,
-                           4096, 0.05, 0.82, LOG)
+    engine = create_engine(EngineConfig(args.backend,
+                                        str(shared / 'models' / 'xfeat_backbone.npz')), LOG)
     results = measure(engine, msgs, model, args.repeat)
     title = (f'Per-frame cost of the optional outputs, engine {engine.name} on '
              f'{engine.device}, EuRoC 752x480, median of {args.repeat} runs')

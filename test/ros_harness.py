@@ -133,3 +133,28 @@ def get_parameters(client, node_name, names):
     request.names = list(names)
     response = call_service(client, GetParameters, f'{node_name}/get_parameters', request)
     return [parameter_value_to_python(v) for v in response.values]
+
+
+def dump_parameters(client, node_name):
+    """
+    Return the YAML ``ros2 param dump`` writes for a remote node.
+
+    The same steps as ros2param's dump verb: every parameter name (list
+    service), their values (get service) turned into Python values, nested
+    at each '.', written by ``yaml.dump`` in block style.
+    """
+    import yaml
+    from rcl_interfaces.srv import ListParameters
+    names = call_service(client, ListParameters, f'{node_name}/list_parameters',
+                         ListParameters.Request(depth=ListParameters.Request.DEPTH_RECURSIVE))
+    names = sorted(names.result.names)
+    values = get_parameters(client, node_name, names)
+    tree = {}
+    for name, value in zip(names, values):
+        branch = tree
+        head, *rest = name.split('.', 1)
+        while rest:
+            branch = branch.setdefault(head, {})
+            head, *rest = rest[0].split('.', 1)
+        branch[head] = value
+    return yaml.dump({node_name: {'ros__parameters': tree}}, default_flow_style=False)

@@ -155,6 +155,7 @@ def test_node_mode_end_to_end(shared_dir, tmp_path):
     text = run_bench(['node', '--configs', '1x5', '--duration', '3', '--backend', 'onnxruntime',
                       '--resolution', '320x240', '--top-k', '512', '--num-images', '3',
                       '--warmup-frames', '2', '--drain-idle', '8', '--json', str(out),
+                      '--queue-size', '50',  # on a loaded machine too, nothing is dropped
                       '--png', str(png), '--log-dir', str(tmp_path / 'logs')], 150)
     assert '1x5' in text
     data = json.loads(out.read_text())

@@ -35,7 +35,7 @@ def test_gpu_node_three_cameras(in_flight, shared_dir, weights_npz, cpu_pipeline
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'backend': 'auto',
                           'cameras': list(CAMERAS), 'max_frames_in_flight': in_flight,
-                          'max_batch_latency_ms': 20.0, 'queue_size': 100,
+                          'queue_size': 100,
                           'input_qos_reliability': 'reliable', 'input_qos_depth': 100}, log)
     client = Client(cameras=CAMERAS)
     try:

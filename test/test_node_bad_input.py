@@ -15,9 +15,10 @@ pytestmark = pytest.mark.ros
 def malformed(good):
     """(label, message, expected reason text) for each malformed kind."""
     cases = []
-    msg = image_msg(*good)
-    msg.encoding = 'yuv422'
-    cases.append(('unknown encoding', msg, "unsupported image encoding 'yuv422'"))
+    for encoding in ('yuv422', '32FC1', 'bayer_rggb8'):  # each a reason of its own
+        msg = image_msg(*good)
+        msg.encoding = encoding
+        cases.append(('unknown encoding', msg, f"unsupported image encoding '{encoding}'"))
     msg = image_msg(*good)
     msg.step = msg.width * 3 - 1
     cases.append(('step too small', msg, 'is smaller than width'))
@@ -38,21 +39,24 @@ def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipel
                                                 tmp_path):
     frames = [read_image(p) for _, p in list_sequence(data_dir / 'data' / 'tum_fr2_desk')[:3]]
     log = tmp_path / 'node.log'
+    # Remapped topics: log lines must name them as resolved (/cam/image), as /diagnostics does.
+    remaps = [arg for name in ('image', 'keypoints', 'matches')
+              for arg in ('-r', f'{name}:=/cam/{name}')]
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable'},
-                         log, extra_args=['--log-level', 'xfeat:=info'])
-    client = Client()
-    got, matched = client.keypoints[''], client.matches['']
+                         log, extra_args=['--log-level', 'xfeat:=info', *remaps])
+    client = Client(cameras=('cam',))
+    got, matched = client.keypoints['cam'], client.matches['cam']
     try:
         assert client.wait_connected(process), log.read_text()
-        client.publish('', image_msg(*frames[0]))
+        client.publish('cam', image_msg(*frames[0]))
         assert client.spin_until(lambda: len(got) == 1, 60, process), log.read_text()
         cases = malformed(frames[1])
         for label, msg, _ in cases:
-            client.publish('', msg)
+            client.publish('cam', msg)
             client.spin_until(lambda: False, 0.3)
         assert process.poll() is None, log.read_text()
         assert len(got) == 1, 'a malformed image produced output'
-        client.publish('', image_msg(*frames[1]))
+        client.publish('cam', image_msg(*frames[1]))
         assert client.spin_until(lambda: len(got) == 2 and len(matched) == 1, 60, process)
         # The good frame after the bad ones is processed exactly as offline and
         # matched against the last good frame.
@@ -66,12 +70,14 @@ def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipel
         client.close()
         assert stop_node(process) == 0
     text = log.read_text()
-    # Logs are throttled per camera and reason class: the first of each class shows.
-    for reason in ("unsupported image encoding 'yuv422'", 'is smaller than width',
-                   'smaller than 32 px'):
-        assert reason in text, f'no log line with {reason!r}\n{text}'
+    # Logs are throttled per camera and reason: each new reason shows at once.
+    for _, _, reason in cases:
+        assert '/cam/image: rejected image' in text and reason in text, \
+            f'no log line with {reason!r}\n{text}'
+    rejects = [line for line in text.splitlines() if 'rejected image' in line]
+    assert all('/cam/image: ' in line for line in rejects), rejects  # resolved names only
     assert 'Traceback' not in text
-    counts = ("'accepted': 2, 'published': 2, 'rejected': 6, "
-              "'rejected_UnsupportedEncodingError': 1, 'rejected_ImageLayoutError': 4, "
+    counts = ("'accepted': 2, 'published': 2, 'rejected': 8, "
+              "'rejected_UnsupportedEncodingError': 3, 'rejected_ImageLayoutError': 4, "
               "'rejected_ImageTooSmallError': 1")
     assert counts in text, text  # the final counts line

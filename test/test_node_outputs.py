@@ -122,8 +122,10 @@ def stereo_run(shared_dir, weights_npz, euroc_models, tmp_path_factory):
                                  30, process)
         client.spin_until(lambda: False, 1.0)  # the node's publisher must see the reader
         send(frames[half:])
-        assert client.spin_until(lambda: len(client.keypoints['cam1']) == FRAMES
-                                 and len(collector.got['/cam0/stereo_matches']) == FRAMES
+        # Every output this module asserts on, all of it (each topic is its own stream).
+        assert client.spin_until(lambda: all(len(client.keypoints[c]) == FRAMES
+                                             for c in ('cam0', 'cam1'))
+                                 and all(len(got) == FRAMES for got in collector.got.values())
                                  and len(debug) == FRAMES - half, 120, process), (
             {k: len(v) for k, v in collector.got.items()}, len(debug),
             {k: len(v) for k, v in client.keypoints.items()}, collector.counts('cam0'),

@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from ros_harness import Client, get_parameters, set_parameters, start_node, stop_node
+from ros_harness import (Client, dump_parameters, get_parameters, set_parameters, start_node,
+                         stop_node)
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
-from xfeat_ros.node import camera_parameter, CAMERA_PARAMETERS, PARAMETERS, validate_parameter
+from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, PARAMETERS,
+                                  validate_parameter)
 
 REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
 
@@ -105,7 +107,7 @@ def test_live_parameter_updates(frames, weights_npz, tmp_path):
 def test_two_cameras_and_namespace(frames, weights_npz, tmp_path):
     log = tmp_path / 'node.log'
     process = start_node({'weights': str(weights_npz), 'input_qos_reliability': 'reliable',
-                          'cameras': ['left', 'right'], 'top_k': 1000}, log,
+                          'cameras': ['left', 'right'], 'top_k': 1000, 'queue_size': 10}, log,
                          extra_args=['-r', '__ns:=/rig'])
     client = Client(cameras=('rig/left', 'rig/right'))
     try:
@@ -178,3 +180,30 @@ def test_documented_stereo_params_file(weights_npz, tmp_path):
     finally:
         client.close()
         assert stop_node(process) == 0, log.read_text()
+
+
+@pytest.mark.ros
+def test_param_dump_loads_back(weights_npz, tmp_path):
+    """A ``ros2 param dump`` of a running node (unset lists are null) starts the node again."""
+    params = {'weights': str(weights_npz), 'cameras': ['cam0', 'cam1'], 'top_k': 777,
+              'cam0.intrinsics': [458.654, 457.296, 367.215, 248.375], 'queue_size': 3}
+    names = ['top_k', 'queue_size', 'cameras', 'cam0.intrinsics', 'cam1.intrinsics',
+             'cam1.distortion_coeffs', 'stereo_pairs', 'weights']
+    logs = [tmp_path / 'first.log', tmp_path / 'second.log']
+    dump_file = tmp_path / 'dump.yaml'
+    values = []
+    for log, extra in zip(logs, ([], ['--params-file', str(dump_file)])):
+        process = start_node(params if not extra else {}, log, extra_args=extra)
+        client = Client(cameras=('cam0', 'cam1'))
+        try:
+            assert client.wait_connected(process), log.read_text()
+            values.append(get_parameters(client, '/xfeat', names))
+            if not extra:
+                dump_file.write_text(dump_parameters(client, '/xfeat'))
+        finally:
+            client.close()
+            assert stop_node(process) == 0, log.read_text()
+    dump = dump_file.read_text()
+    assert 'stereo_pairs: null' in dump and '    intrinsics: null' in dump  # cam1's, unset
+    assert values[0] == values[1], (values, dump)
+    assert values[1][:2] == [777, 3] and values[1][6] is None

@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Input QoS: auto reliability, adapting to best-effort publishers, counted losses."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_harness import Client, start_node, stop_node
 from sensor_msgs.msg import Image
+from xfeat_ros.core.report import Reporter
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import image_msg
 from xfeat_ros.node import XFeatNode
@@ -69,16 +72,25 @@ def test_sequence_gaps_are_counted(weights, tmp_path):
     node = XFeatNode(engine=CpuEngine(OnnxRuntimeBackbone(build_model(weights))),
                      context=context)
     try:
-        state = node.cameras['']
         gid = {'implementation_identifier': 'x', 'data': bytes(range(24))}
         other = {'implementation_identifier': 'x', 'data': bytes(24)}
         for seq, who in [(1, gid), (2, gid), (5, gid), (1, other), (6, gid), (9, gid),
                          (2, other)]:
-            node._count_gap(state, {'publication_sequence_number': seq, 'publisher_gid': who})
-        assert state.counts['lost_before_node'] == 2 + 2
-        node._count_gap(state, {'publication_sequence_number': None, 'publisher_gid': None})
-        node._count_gap(state, None)
-        assert state.counts['lost_before_node'] == 4
+            node._count_gap('', {'publication_sequence_number': seq, 'publisher_gid': who})
+        assert node.stats()['']['lost_before_node'] == 2 + 2
+        node._count_gap('', {'publication_sequence_number': None, 'publisher_gid': None})
+        node._count_gap('', None)
+        assert node.stats()['']['lost_before_node'] == 4
+        # The reliability hint only where it applies: a best-effort subscription.
+        lines = []
+        node.report = Reporter(SimpleNamespace(warning=lines.append))
+        node._count_gap('', {'publication_sequence_number': 20, 'publisher_gid': gid})
+        node.ports[''].reliability = 'best_effort'
+        node._count_gap('', {'publication_sequence_number': 30, 'publisher_gid': other})
+        assert len(lines) == 2
+        assert "'/image'" not in lines[0] and lines[0].startswith('/image: 10 image(s) lost')
+        assert 'input_qos_depth' in lines[0] and 'input_qos_reliability' not in lines[0]
+        assert 'set input_qos_reliability to reliable' in lines[1]
     finally:
         node.stop()
         node.destroy_node()

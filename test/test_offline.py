@@ -24,9 +24,9 @@ rclpy_serialization = pytest.importorskip('rclpy.serialization')
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer  # noqa: E402
 from rosbags.typesys import get_types_from_msg, get_typestore, Stores  # noqa: E402
 
+from xfeat_ros.core.stream import stamp_ns  # noqa: E402
 from xfeat_ros.image_files import list_sequence, read_image  # noqa: E402
 from xfeat_ros.messages import features_from_msg, image_msg, message_types  # noqa: E402
-from xfeat_ros.node import stamp_ns  # noqa: E402
 from xfeat_ros.play import stamp_msg  # noqa: E402
 
 FRAMES = 5
@@ -216,3 +216,70 @@ def test_play_bag_with_stamps(tmp_path, images):
             assert bytes(got.data) == bytes(sent.data)
     finally:
         client.close()
+
+
+def euroc_stereo_bag(path, shared_dir, count=3):
+    """Write a bag with EuRoC cam0/cam1 images and their camera_info, as a robot records them."""
+    from sensor_msgs.msg import CameraInfo
+    from xfeat_ros.camera import CameraModel
+    folder = shared_dir / 'data' / 'euroc_v101_stereo'
+    names = sorted(p.name for p in (folder / 'cam0').glob('*.png'))[:count]
+    store = get_typestore(Stores.ROS2_KILTED)
+    with Writer(path, version=8, storage_plugin=PLUGINS['mcap']) as writer:
+        for cam in ('cam0', 'cam1'):
+            model = CameraModel.from_euroc_yaml(folder / f'{cam}_sensor.yaml')
+            info = CameraInfo()
+            info.width, info.height = model.width, model.height
+            info.distortion_model = model.distortion_model
+            info.d = [float(v) for v in model.coeffs]
+            info.k = [float(v) for v in model.matrix.reshape(-1)]
+            images = writer.add_connection(f'/{cam}/image_raw', 'sensor_msgs/msg/Image',
+                                           typestore=store)
+            infos = writer.add_connection(f'/{cam}/camera_info', 'sensor_msgs/msg/CameraInfo',
+                                          typestore=store)
+            for name in names:
+                stamp = int(Path(name).stem)
+                info.header.stamp = stamp_msg(stamp)
+                writer.write(infos, stamp, rclpy_serialization.serialize_message(info))
+                image = image_msg(*read_image(folder / cam / name), stamp_msg(stamp), cam)
+                writer.write(images, stamp + 1, rclpy_serialization.serialize_message(image))
+    return path, count
+
+
+@pytest.mark.ros
+def test_offline_stereo_vins_and_cloud(tmp_path, shared_dir, weights_npz):
+    """Offline runs the node's core: VINS features, keypoint cloud and stereo matches too."""
+    from sensor_msgs.msg import PointCloud, PointCloud2
+    from xfeat_ros.offline import main
+    source, count = euroc_stereo_bag(tmp_path / 'in', shared_dir)
+    assert main([str(source), str(tmp_path / 'out'), '--backend', 'onnxruntime',
+                 '--weights', str(weights_npz), '--top-k', '1024',
+                 '--topic', '/cam0/image_raw', '--topic', '/cam1/image_raw',
+                 '--stereo', '/cam0/image_raw:/cam1/image_raw', '--vins-features',
+                 '--keypoint-cloud', '--stereo-epipolar-check-px', '1.0']) == 0
+    types = {}
+    with Reader(tmp_path / 'out') as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        raw = {}
+        for connection, _, data in reader.messages():
+            raw.setdefault(connection.topic, []).append(data)
+    assert types['/cam0/stereo_matches'] == 'xfeat_ros_msgs/msg/Matches'
+    assert types['/cam1/feature'] == 'sensor_msgs/msg/PointCloud'
+    assert '/cam1/stereo_matches' not in types
+    keypoints_type, matches_type = message_types()
+    for cam in ('cam0', 'cam1'):
+        assert len(raw[f'/{cam}/keypoints']) == count and len(raw[f'/{cam}/matches']) == count - 1
+        features = [rclpy_serialization.deserialize_message(r, PointCloud)
+                    for r in raw[f'/{cam}/feature']]
+        clouds = [rclpy_serialization.deserialize_message(r, PointCloud2)
+                  for r in raw[f'/{cam}/keypoint_cloud']]
+        keypoints = [rclpy_serialization.deserialize_message(r, keypoints_type)
+                     for r in raw[f'/{cam}/keypoints']]
+        assert len(features) == len(clouds) == count
+        for feature, cloud, msg in zip(features, clouds, keypoints):
+            assert feature.header.stamp == msg.header.stamp == cloud.header.stamp
+            assert len(feature.points) == cloud.width == len(msg.scores) > 500
+    stereo = [rclpy_serialization.deserialize_message(r, matches_type)
+              for r in raw['/cam0/stereo_matches']]
+    assert len(stereo) == count and all(len(m.previous_indices) > 100 for m in stereo), \
+        [len(m.previous_indices) for m in stereo]

@@ -88,6 +88,35 @@ def read_images(path, topic='', count=0):
         raise BagError(f'cannot read bag {path}: {exc}') from exc
 
 
+def read_topics(path, types):
+    """
+    Yield ``(topic, bag_timestamp_ns, message)`` of the topics in ``types`` (topic -> rclpy type).
+
+    In recording order, across the topics; a topic missing from the bag is
+    simply never yielded.
+    """
+    from rclpy.serialization import deserialize_message
+    rosbag2 = _rosbags()
+    try:
+        with rosbag2.Reader(path) as reader:
+            connections = [c for c in reader.connections if c.topic in types]
+            for connection, timestamp, raw in reader.messages(connections):
+                yield connection.topic, timestamp, deserialize_message(raw,
+                                                                       types[connection.topic])
+    except (rosbag2.ReaderError, OSError) as exc:
+        raise BagError(f'cannot read bag {path}: {exc}') from exc
+
+
+def topic_types(path):
+    """Return ``{topic: message type name}`` of a bag."""
+    rosbag2 = _rosbags()
+    try:
+        with rosbag2.Reader(path) as reader:
+            return {c.topic: c.msgtype for c in reader.connections}
+    except (rosbag2.ReaderError, OSError) as exc:
+        raise BagError(f'cannot read bag {path}: {exc}') from exc
+
+
 def message_definitions():
     """Return ``{'xfeat_ros_msgs/msg/Keypoints': text, ...}`` of the .msg files."""
     folders = []

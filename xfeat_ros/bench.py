@@ -61,6 +61,9 @@ import numpy as np
 
 from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
+from xfeat_ros.core.scheduler import SchedulerConfig
+from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
+from xfeat_ros.engine import BACKENDS, create_engine, EngineConfig
 from xfeat_ros.errors import XFeatError
 
 LOG = logging.getLogger('xfeat_bench')
@@ -70,7 +73,7 @@ DEFAULT_RESOLUTIONS = '640x480,1280x720,1920x1080'
 DEFAULT_IN_FLIGHT = '1,2,4,8,16'
 DEFAULT_BASELINE_IN_FLIGHT = '1,8'
 DEFAULT_NODE_CONFIGS = '1x30,4x60,8x120,8xmax'
-GPU_BACKENDS = ('pytorch', 'tensorrt', 'onnxruntime_cuda')
+ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
 NODE_SETTLE_S = 0.5
 RELIABLE_DEPTH = 10
 ACK_TIMEOUT_S = 5.0
@@ -364,7 +367,7 @@ class EngineContender:
         """Allocate two sets of ``max_in_flight`` slots (a round's and the previous round's)."""
         self.engine = engine
         self.name = label
-        self.on_gpu = str(getattr(engine, 'device', 'cpu')).startswith('cuda')
+        self.on_gpu = engine.device.startswith('cuda')
         self.max_in_flight = max_in_flight if self.on_gpu else 1
         self.sets = [[engine.alloc_slot() for _ in range(self.max_in_flight)] for _ in range(2)]
         self.parity = 0
@@ -555,28 +558,6 @@ def machine_rates(device, size=8192, copy_mib=1024, reps=10):
     return out
 
 
-def create_engine(backend, weights, gpu, threads, top_k, threshold, min_cossim):
-    """
-    Build the node's engine for ``backend`` from a loaded weights dict.
-
-    'auto': a GPU engine if one is usable, else ONNX Runtime on the CPU.
-    """
-    from xfeat_ros.backbone import OnnxRuntimeBackbone
-    from xfeat_ros.engine import CpuEngine
-    from xfeat_ros.errors import XFeatError
-    from xfeat_ros.network_onnx import build_model
-    if backend != 'onnxruntime':
-        try:
-            from xfeat_ros.gpu.engine import create_gpu_engine
-            return create_gpu_engine(backend, weights, gpu, top_k, threshold, min_cossim)
-        except (ImportError, XFeatError) as exc:
-            if backend != 'auto':
-                raise
-            LOG.info('no GPU engine (%s); using onnxruntime on the CPU', exc)
-    return CpuEngine(OnnxRuntimeBackbone(build_model(weights), threads), top_k, threshold,
-                     min_cossim)
-
-
 def pipeline_table(results):
     """Text table of pipeline results: ours at each N next to reference / upstream and ratios."""
     by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in results['results']}
@@ -614,13 +595,13 @@ def run_pipeline(args):
     """Pipeline / CPU mode: measure every contender, print the table, write JSON."""
     from xfeat_ros.weights import load_weights, resolve_weights
     weights = load_weights(resolve_weights(args.weights))
-    engine = create_engine(args.backend, weights, args.gpu, args.threads, args.top_k,
-                           args.threshold, args.min_cossim)
-    on_gpu = str(getattr(engine, 'device', 'cpu')).startswith('cuda')
-    device = f'cuda:{engine.gpu}' if on_gpu else 'cpu'
+    engine = create_engine(EngineConfig(args.backend, weights, args.gpu, args.threads,
+                                        args.top_k, args.threshold, args.min_cossim), LOG)
+    device = engine.device
+    on_gpu = device.startswith('cuda')
     import torch
     if on_gpu:
-        torch.cuda.set_device(engine.gpu)
+        torch.cuda.set_device(device)
     else:
         torch.set_num_threads(args.threads or os.cpu_count())
     in_flight = parse_ints(args.in_flight) if on_gpu else [1]
@@ -816,7 +797,7 @@ class PublisherProcess:
         cmd = [sys.executable, '-m', 'xfeat_ros.bench', 'publisher',
                '--cameras', ','.join(cameras), '--images', str(args.images),
                '--num-images', str(args.num_images), '--resolution', args.resolution,
-               '--dds-profile', args.dds_profile]
+               '--dds-profile', args.dds_profile, '--encoding', args.encoding]
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=log, text=True, bufsize=1,
                                         env=dict(os.environ, PYTHONUNBUFFERED='1'))
@@ -1102,7 +1083,7 @@ def run_node(args):
         args.weights = default_weights()
     results = {'mode': 'node', 'environment': environment(),
                'settings': {'backend': args.backend, 'top_k': args.top_k,
-                            'resolution': args.resolution, 'encoding': 'rgb8',
+                            'resolution': args.resolution, 'encoding': args.encoding,
                             'duration_s': args.duration,
                             'max_frames_in_flight': args.max_frames_in_flight,
                             'queue_size': args.queue_size, 'input_qos_reliability': 'reliable',
@@ -1116,8 +1097,8 @@ def run_node(args):
                             'node_counts': "from the node's final counts log line, warm-up "
                                            'frames subtracted', 'log_dir': str(log_dir)},
                'configs': []}
-    sys.stdout.write(f'xfeat_bench node: {args.backend}, {args.resolution} rgb8, top_k '
-                     f'{args.top_k}, {args.duration:g} s per configuration, ROS_DOMAIN_ID '
+    sys.stdout.write(f'xfeat_bench node: {args.backend}, {args.resolution} {args.encoding}, '
+                     f'top_k {args.top_k}, {args.duration:g} s per configuration, ROS_DOMAIN_ID '
                      f'{domain} (LOCALHOST), logs in {log_dir}\n')
     for cameras, rate in configs:
         row = run_node_config(args, cameras, rate, log_dir)
@@ -1201,7 +1182,10 @@ def run_publisher(args):
     node = rclpy.create_node('xfeat_bench_camera')
     qos = QoSProfile(depth=args.depth, reliability=ReliabilityPolicy.RELIABLE)
     pubs = [node.create_publisher(Image, f'{c}/image', qos) for c in cameras]
-    msgs = [[image_msg(img, 'rgb8', None, '') for img in images] for _ in cameras]
+    if args.encoding == 'mono8':
+        import cv2
+        images = [cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None] for img in images]
+    msgs = [[image_msg(img, args.encoding, None, '') for img in images] for _ in cameras]
     try:
         deadline = time.monotonic() + args.wait_subscribers
         while (any(p.get_subscription_count() == 0 for p in pubs)
@@ -1239,7 +1223,7 @@ def _pipeline_args(parser, cpu):
     parser.add_argument('--resolutions', default='640x480' if cpu else DEFAULT_RESOLUTIONS,
                         help='WxH list (default: %(default)s)')
     parser.add_argument('--backend', default='onnxruntime' if cpu else 'auto',
-                        choices=('auto', 'onnxruntime') + GPU_BACKENDS)
+                        choices=BACKENDS)
     parser.add_argument('--in-flight', default='1' if cpu else DEFAULT_IN_FLIGHT,
                         help='frames per synchronization for ours (GPU only; default '
                              '%(default)s)')
@@ -1271,12 +1255,12 @@ def build_parser():
                         '../shared/models/xfeat_backbone.npz, else the weights lookup')
     common.add_argument('--gpu', type=int, default=0)
     common.add_argument('--threads', type=int, default=0, help='CPU threads (0: all / default)')
-    common.add_argument('--top-k', type=int, default=4096)
+    common.add_argument('--top-k', type=int, default=TOP_K)
     common.add_argument('--json', help='write the results here')
     common.add_argument('-v', '--verbose', action='store_true')
     detect = argparse.ArgumentParser(add_help=False)
-    detect.add_argument('--threshold', type=float, default=0.05)
-    detect.add_argument('--min-cossim', type=float, default=0.82)
+    detect.add_argument('--threshold', type=float, default=THRESHOLD)
+    detect.add_argument('--min-cossim', type=float, default=MIN_COSSIM)
     for name, cpu, text in (('pipeline', False, 'time the pipeline at several resolutions '
                              'and frames in flight'),
                             ('cpu', True, 'time the ONNX Runtime path on the CPU')):
@@ -1288,11 +1272,15 @@ def build_parser():
                       help='CAMERASxHZ list, HZ "max" = as fast as possible '
                            '(default %(default)s)')
     node.add_argument('--duration', type=float, default=10.0, help='seconds per configuration')
-    node.add_argument('--resolution', default='640x480', help='camera images (rgb8)')
-    node.add_argument('--backend', default='auto',
-                      choices=('auto', 'onnxruntime') + GPU_BACKENDS)
-    node.add_argument('--max-frames-in-flight', type=int, default=8)
-    node.add_argument('--queue-size', type=int, default=10)
+    node.add_argument('--resolution', default='640x480', help='camera images')
+    node.add_argument('--encoding', default='rgb8', choices=ENCODINGS,
+                      help='camera image encoding (default %(default)s)')
+    node.add_argument('--backend', default='auto', choices=BACKENDS)
+    node.add_argument('--max-frames-in-flight', type=int,
+                      default=SchedulerConfig.max_frames_in_flight,
+                      help="the node parameter (default: the node's, %(default)s)")
+    node.add_argument('--queue-size', type=int, default=SchedulerConfig.queue_size,
+                      help="the node parameter (default: the node's, %(default)s)")
     node.add_argument('--warmup-frames', type=int, default=10,
                       help='per camera, before measuring (default %(default)s)')
     node.add_argument('--warmup-rate', type=float, default=20.0)
@@ -1312,6 +1300,7 @@ def build_parser():
                            help='camera process of the node mode (driven over stdin)')
     pub.add_argument('--cameras', required=True, help='comma-separated camera names')
     pub.add_argument('--resolution', default='640x480')
+    pub.add_argument('--encoding', default='rgb8', choices=ENCODINGS)
     pub.add_argument('--depth', type=int, default=RELIABLE_DEPTH)
     pub.add_argument('--wait-subscribers', type=float, default=60.0)
     pub.add_argument('--domain-id', type=int)

@@ -27,6 +27,8 @@ import numpy as np
 
 from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors, stop_on_sigterm
+from xfeat_ros.defaults import TOP_K
+from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
 
 LOG = logging.getLogger('xfeat_demo')
@@ -204,8 +206,8 @@ def main(argv=None):
     parser.add_argument('--images', help='image folder / TUM / EuRoC sequence to play instead')
     parser.add_argument('--frames', type=int, default=30, help='frames to play')
     parser.add_argument('--rate', type=float, default=10.0, help='publish rate, Hz')
-    parser.add_argument('--top-k', type=int, default=4096)
-    parser.add_argument('--backend', default='auto')
+    parser.add_argument('--top-k', type=int, default=TOP_K)
+    parser.add_argument('--backend', default='auto', choices=BACKENDS)
     parser.add_argument('--weights', default='',
                         help='weights file (default: $XFEAT_ROS_WEIGHTS, cache, packaged copy)')
     parser.add_argument('--output', default='demo_output', help='folder for the results')

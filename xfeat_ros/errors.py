@@ -69,3 +69,17 @@ class BagError(XFeatError):
 
 class CameraModelError(XFeatError):
     """Camera intrinsics or distortion are missing, malformed or of an unsupported model."""
+
+
+class DeviceError(XFeatError):
+    """
+    The engine's device failed at run time (out of memory, a CUDA error).
+
+    Only this family (and the native device errors listed by
+    :func:`xfeat_ros.engine.device_errors`) moves the node to the CPU engine;
+    any other exception is a fault of its own, never a device failure.
+    """
+
+
+class DatasetError(XFeatError):
+    """A dataset folder has no recognised layout or lacks its ground truth or calibration."""

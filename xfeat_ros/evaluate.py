@@ -66,7 +66,8 @@ import time
 import numpy as np
 
 from xfeat_ros.cli import error_line, one_line_errors
-from xfeat_ros.errors import BackendError, ParameterError, WeightsError, XFeatError
+from xfeat_ros.errors import (BackendError, DatasetError, ParameterError, WeightsError,
+                              XFeatError)
 from xfeat_ros.geometry import (essential_pose, estimate_homography, HOMOGRAPHY_METHODS,
                                 quaternion_to_matrix, RANSAC_SEED, relative_pose)
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
@@ -83,10 +84,6 @@ TUM_FR2 = {'fx': 520.9, 'fy': 521.0, 'cx': 325.1, 'cy': 249.7,
 TUM_MAX_STAMP_GAP_S = 0.02  # association of images to 8-column ground truth
 MIN_POSE_MATCHES = 5
 DRAWN_MATCHES = 300
-
-
-class DatasetError(XFeatError):
-    """A dataset folder has no recognised layout or lacks its ground truth or calibration."""
 
 
 # -- datasets --------------------------------------------------------------------------------
@@ -466,9 +463,9 @@ class UpstreamMethod:
 
 def create_engine_method(backend, args, slots):
     """Build an :class:`EngineMethod` for ``backend`` as the node would (auto: GPU first)."""
-    from xfeat_ros.node import create_engine
-    engine = create_engine(backend, args.weights, args.gpu, args.threads, args.top_k,
-                           args.threshold, args.min_cossim, LOG)
+    from xfeat_ros.engine import create_engine, EngineConfig
+    engine = create_engine(EngineConfig(backend, args.weights, args.gpu, args.threads, args.top_k,
+                                        args.threshold, args.min_cossim), LOG)
     return EngineMethod(engine, slots)
 
 

@@ -4,6 +4,7 @@
 
 import numpy as np
 
+from xfeat_ros.defaults import MIN_COSSIM
 from xfeat_ros.errors import DescriptorLayoutError
 
 
@@ -24,7 +25,7 @@ def check_descriptors(buffer, count, width):
     return flat[:count * width].reshape(count, width)
 
 
-def mutual_nn_match(desc0, desc1, min_cossim=0.82):
+def mutual_nn_match(desc0, desc1, min_cossim=MIN_COSSIM):
     """
     Match two unit-length descriptor sets [N0, D] and [N1, D].
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from xfeat_ros.decode import decode_image_msg
+from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.postprocess import detect
 from xfeat_ros.preprocess import to_model_space
@@ -50,7 +51,7 @@ class MatchResult:
 class CpuPipeline:
     """Detect, describe and match on the CPU with a host backbone."""
 
-    def __init__(self, backbone, top_k=4096, threshold=0.05):
+    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD):
         """Wrap a backbone with ``run(image [mh, mw]) -> (feats, logits, reliability)``."""
         self.backbone = backbone
         self.top_k = int(top_k)
@@ -70,7 +71,7 @@ class CpuPipeline:
         return self.extract(decode_image_msg(msg))
 
     @staticmethod
-    def match(previous, current, min_cossim=0.82):
+    def match(previous, current, min_cossim=MIN_COSSIM):
         """Mutual-NN matches between two :class:`Features`."""
         return MatchResult(*mutual_nn_match(previous.descriptors, current.descriptors,
                                             min_cossim))

@@ -19,6 +19,8 @@ Sampling follows upstream's convention: a position ``x`` in a model of width
 
 import numpy as np
 
+from xfeat_ros.defaults import THRESHOLD, TOP_K
+
 CELL = 8
 NMS_RADIUS = 2
 BICUBIC_A = np.float32(-0.75)
@@ -188,7 +190,7 @@ def sample_descriptors(feats, keypoints, model_hw):
     return l2_normalize(sample_bicubic(feats, keypoints, model_hw), axis=1)
 
 
-def detect(feats, logits, reliability, top_k=4096, threshold=0.05):
+def detect(feats, logits, reliability, top_k=TOP_K, threshold=THRESHOLD):
     """
     Full sparse detection in model space.
 

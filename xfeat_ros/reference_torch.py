@@ -20,6 +20,7 @@ Output per image: keypoints [N, 2] (x, y in original pixels), scores [N]
 import torch
 import torch.nn.functional as F  # noqa: N812
 
+from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.model import XFeatNet
 from xfeat_ros.weights import load_weights, resolve_weights
 
@@ -55,7 +56,8 @@ def nms_positions(heat, threshold):
 class ReferenceXFeat:
     """Upstream's detectAndCompute + match in plain PyTorch, batched like upstream."""
 
-    def __init__(self, weights='', device='cpu', top_k=4096, threshold=0.05, min_cossim=0.82):
+    def __init__(self, weights='', device='cpu', top_k=TOP_K, threshold=THRESHOLD,
+                 min_cossim=MIN_COSSIM):
         """Build the network from ``weights`` (path or loaded dict) on ``device``."""
         if not isinstance(weights, dict):
             weights = load_weights(resolve_weights(weights))

@@ -29,13 +29,13 @@ import tempfile
 
 import numpy as np
 
+from xfeat_ros.engine import GPU_BACKENDS  # the one list of backends
 from xfeat_ros.errors import BackendError
 from xfeat_ros.network_onnx import build_model, INPUT_NAME, OUTPUT_NAMES
 from xfeat_ros.weights import cache_dir
 
 LOG = logging.getLogger(__name__)
 
-GPU_BACKENDS = ('tensorrt', 'pytorch', 'onnxruntime_cuda')
 PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
 LOGIT_CHANNELS = 65

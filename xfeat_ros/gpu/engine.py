@@ -31,6 +31,7 @@ import logging
 import numpy as np
 
 from xfeat_ros.decode import validate_layout
+from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu.backbone import create_gpu_backbone, GPU_BACKENDS
@@ -163,7 +164,7 @@ class Workspace:
 class GpuEngine:
     """Frame engine on one CUDA device (see the module docstring)."""
 
-    def __init__(self, backbone, gpu=0, top_k=4096, threshold=0.05, min_cossim=0.82,
+    def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD, min_cossim=MIN_COSSIM,
                  profile=False, graphs=True):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
@@ -452,8 +453,8 @@ def select_backend(backend, weights, gpu=0, options=None):
     raise BackendError('no usable GPU backend (' + '; '.join(reasons) + ')')
 
 
-def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=4096, threshold=0.05,
-                      min_cossim=0.82, options=None):
+def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=TOP_K, threshold=THRESHOLD,
+                      min_cossim=MIN_COSSIM, options=None):
     """
     Build a :class:`GpuEngine` for the node.
 

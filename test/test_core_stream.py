@@ -1,0 +1,115 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""A camera stream without ROS: receipt checks, counters, tracks; the core's log lines."""
+
+import logging
+
+from core_fakes import features_at, frame_msg, scene
+import numpy as np
+import pytest
+from xfeat_ros.core.report import reason_key, Reporter
+from xfeat_ros.core.stream import CameraStream, check_image, Done, stamp_ns
+from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
+                              UnsupportedEncodingError)
+from xfeat_ros.pipeline import MatchResult
+
+
+def test_receipt_checks_and_counters():
+    stream = CameraStream('cam')
+    first = stream.accept(frame_msg(0, stamp_s=2.0), 5.0)
+    assert first.camera == 'cam' and first.received == 5.0 and first.shape == (240, 320)
+    assert stream.last_stamp_ns == 2_000_000_000
+    with pytest.raises(StampOrderError):
+        stream.accept(frame_msg(1, stamp_s=2.0), 6.0)  # repeated stamp
+    stream.accept(frame_msg(2, stamp_s=0.0), 7.0)  # unstamped frames are exempt
+    tiny = frame_msg(3, stamp_s=3.0, shape=(16, 16))
+    with pytest.raises(ImageTooSmallError):
+        stream.accept(tiny, 8.0)
+    short = frame_msg(4, stamp_s=4.0)
+    short.data = short.data[:-1]
+    with pytest.raises(ImageLayoutError):
+        stream.accept(short, 9.0)
+    counts = stream.counts()
+    assert counts['received'] == 5 and counts['accepted'] == 2 and counts['rejected'] == 3
+    assert counts['rejected_StampOrderError'] == 1 and counts['rejected_ImageTooSmallError'] == 1
+    assert stream.reject(ImageLayoutError('x'), late=True) == 2
+    assert stream.counts()['rejected_late'] == 1
+
+
+def test_check_image_returns_the_stamp():
+    assert check_image(frame_msg(0, stamp_s=1.5), 0) == 1_500_000_000
+    assert stamp_ns(frame_msg(0, stamp_s=1.5).header.stamp) == 1_500_000_000
+
+
+def test_tracks_continue_through_matches_and_restart_after_a_size_change():
+    points, descriptors = scene(120)
+    stream = CameraStream('')
+    features = [features_at(i, points, descriptors) for i in range(3)]
+    identity = MatchResult(np.arange(120), np.arange(120), np.ones(120, np.float32))
+    outs = []
+    for i, f in enumerate(features):
+        item = stream.accept(frame_msg(i), float(i))
+        outs.append(stream.advance(Done(item, f, identity if i else None)))
+    assert outs[0].previous is None and outs[1].previous is outs[0].frame
+    np.testing.assert_array_equal(outs[2].frame.track_ids, outs[0].frame.track_ids)
+    assert outs[2].frame.track_ages.tolist() == [3] * 120
+    np.testing.assert_array_equal(outs[2].origin, np.arange(120))
+    assert outs[2].frame.header.frame_id == '2' and outs[2].frame.stamp.sec == 3
+    big = stream.accept(frame_msg(3, shape=(480, 640)), 3.0)
+    out = stream.advance(Done(big, features[0], None))
+    assert out.size_changed and out.matches is None
+    assert out.frame.track_ids.min() == 120 and out.frame.track_ages.max() == 1  # all new
+    assert big.frame is out.frame
+
+
+def test_zero_keypoints_are_a_normal_frame():
+    stream = CameraStream('')
+    points, descriptors = scene(0)
+    empty = features_at(0, points, descriptors)
+    outs = [stream.advance(Done(stream.accept(frame_msg(i), 0.0), empty,
+                                MatchResult(np.zeros(0, int), np.zeros(0, int),
+                                            np.zeros(0, np.float32)) if i else None))
+            for i in range(2)]
+    assert outs[1].frame.track_ids.shape == (0,) and outs[1].origin.shape == (0,)
+
+
+def test_published_timings():
+    stream = CameraStream('')
+    stream.published(1.0, 1.25)
+    times, latency = stream.timings()
+    assert times == [1.25] and latency == [250.0] and stream.counts()['published'] == 1
+
+
+def test_reason_key_ignores_numbers_but_not_reasons():
+    a = UnsupportedEncodingError('32FC1', ('mono8',))
+    b = UnsupportedEncodingError('bayer_rggb8', ('mono8',))
+    assert reason_key(a) != reason_key(b)
+    assert reason_key(StampOrderError('stamp 5 ns is not later than 7 ns')) == \
+        reason_key(StampOrderError('stamp 9 ns is not later than 11 ns'))
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_reporter_logs_each_new_reason_at_once_and_throttles_repeats(caplog):
+    clock = Clock()
+    report = Reporter(logging.getLogger('test_core_stream'), clock)
+    with caplog.at_level(logging.WARNING, logger='test_core_stream'):
+        for name in ('32FC1', 'bayer_rggb8', '32FC1'):
+            exc = UnsupportedEncodingError(name, ('mono8',))
+            report.error(str(exc), key=reason_key(exc), period_s=2.0)
+        clock.now = 2.5
+        report.error('32FC1 again', key=reason_key(UnsupportedEncodingError('32FC1', ('mono8',))),
+                     period_s=2.0)
+        report.warning('always')
+        report.warning('always')
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if '32FC1' in m]) == 2  # first, then after the period
+    assert len([m for m in messages if 'bayer_rggb8' in m]) == 1
+    assert messages.count('always') == 2
+    assert not report.seen('x') and report.seen('x')

@@ -1,0 +1,417 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+The scheduler: per-camera queues -> groups -> engine -> finished frames.
+
+Two threads (started by :meth:`Scheduler.start`; ``xfeat_offline`` calls
+:meth:`Scheduler.process` itself instead):
+
+- the *device* thread takes every queued frame at once (up to
+  ``max_frames_in_flight``, across cameras, never waiting for more: a frame
+  that reaches an idle engine is submitted at once, and frames that arrive
+  while the engine works form the next group), submits the group, matches
+  each frame against its camera's previous one on the engine, synchronizes
+  once, reads the results back, pairs stereo frames, and hands the group on;
+- the *output* thread finishes the frames of group k (tracks, messages,
+  publishing) while the device thread already runs group k + 1.
+
+Overload policy: each camera queues at most ``queue_size`` frames; a new
+frame beyond that drops the oldest queued one (counted ``dropped_queue_full``),
+and a finished group waits for the output thread in a hand-off of one group,
+so a frame's latency stays bounded by about two engine periods.
+
+Engine failures: only the engine's device errors
+(:func:`xfeat_ros.engine.device_errors`) move a GPU engine to the CPU engine
+(``fallback_to_cpu``), which reprocesses the group; without a fallback the
+group is counted ``dropped_engine_failure`` and the scheduler stops. Any
+other exception costs its group (``dropped_internal_error``), is logged with
+its traceback, and the stream goes on.
+"""
+
+from collections import deque
+from dataclasses import dataclass, replace
+import threading
+import traceback
+
+from xfeat_ros.core.report import Reporter
+from xfeat_ros.core.stream import Done
+from xfeat_ros.engine import cpu_engine, device_errors, group_submit
+from xfeat_ros.errors import DeviceError, ImageError
+from xfeat_ros.match import mutual_nn_match
+from xfeat_ros.pipeline import MatchResult
+
+QUEUE_SIZE = 1          # frames queued per camera: the newest waits, older ones are dropped
+MAX_FRAMES_IN_FLIGHT = 8
+HANDOFF_GROUPS = 1      # finished groups waiting for the output thread
+
+
+class EngineFailure(DeviceError):
+    """The engine failed and no fallback is possible: the scheduler stops."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Queue and group sizes and the fallback rule (node parameters of the same names)."""
+
+    max_frames_in_flight: int = MAX_FRAMES_IN_FLIGHT
+    queue_size: int = QUEUE_SIZE
+    fallback_to_cpu: bool = True
+
+
+@dataclass(eq=False)
+class _Last:
+    """A camera's newest frame on the engine side: its slot (None after a fallback)."""
+
+    slot: object
+    features: object
+    shape: tuple
+
+
+class Scheduler:
+    """Queues, groups, slots and fallback around one engine (see the module docstring)."""
+
+    def __init__(self, engine, streams, config=SchedulerConfig(), engine_config=None,
+                 reporter=None, stereo=None, make_cpu_engine=cpu_engine):
+        """
+        Drive ``engine`` for the :class:`CameraStream` objects ``streams`` (name -> stream).
+
+        ``engine_config`` (:class:`xfeat_ros.engine.EngineConfig`) is what
+        ``make_cpu_engine`` builds the fallback engine from, with the live
+        settings applied; ``stereo`` a :class:`StereoPairing` or None. Set
+        ``on_done(done)``, ``on_reject(item, exc)`` and ``on_failure(exc)``
+        before :meth:`start`.
+        """
+        self.engine = engine
+        self.streams = streams
+        self.config = config
+        self.engine_config = engine_config
+        self.report = reporter or Reporter(_null_logger())
+        self.stereo = stereo
+        self.make_cpu_engine = make_cpu_engine
+        self.on_done = self.on_reject = self.on_failure = None
+        self.fallback = None   # why the engine fell back to the CPU, once it did
+        self.failure = None    # why the engine stopped, once it did
+        self._queues = {name: deque() for name in streams}
+        self._cond = threading.Condition()
+        self._handoff = deque()
+        self._in_flight = 0
+        self._arrivals = 0     # frames queued so far: their arrival order
+        self._running = False
+        self._device_done = False
+        self._pending = {}     # live settings not yet applied to the engine
+        self._pool = []        # free slots of the current generation
+        self._generation = 0   # bumped when settings or the engine change
+        self._last = {}        # camera -> _Last
+        self._threads = []
+
+    # -- input side -------------------------------------------------------------------------------
+    def put(self, item):
+        """
+        Queue an accepted frame (:class:`Pending`); return True if it dropped an older one.
+
+        Past ``queue_size`` the camera's oldest queued frame is dropped and
+        counted (``dropped_queue_full``); after :meth:`stop` the frame itself
+        is counted ``dropped_shutdown``.
+        """
+        stream = self.streams[item.camera]
+        with self._cond:
+            if not self._running:
+                stream.count('dropped_shutdown')
+                return False
+            queue = self._queues[item.camera]
+            dropped = len(queue) >= self.config.queue_size
+            if dropped:
+                queue.popleft()
+                stream.count('dropped_queue_full')
+            self._arrivals += 1
+            queue.append((self._arrivals, item))
+            self._cond.notify_all()
+        return dropped
+
+    def configure(self, **settings):
+        """Change engine settings (top_k, threshold, min_cossim) before the next group."""
+        with self._cond:
+            self._pending.update(settings)
+
+    def queued(self, camera):
+        """Frames of ``camera`` waiting in its queue."""
+        with self._cond:
+            return len(self._queues[camera])
+
+    def idle(self):
+        """Tell whether no frame is queued or being processed."""
+        with self._cond:
+            return self._in_flight == 0 and not any(self._queues.values())
+
+    def wait_idle(self, timeout):
+        """Wait until :meth:`idle` (or ``timeout`` s); return whether it is."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._in_flight == 0 and not any(self._queues.values()), timeout)
+
+    # -- threads ----------------------------------------------------------------------------------
+    def start(self):
+        """Start the device and output threads."""
+        self._running = True
+        self._threads = [threading.Thread(target=self._device_loop, name='xfeat_device',
+                                          daemon=True),
+                         threading.Thread(target=self._output_loop, name='xfeat_output',
+                                          daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout=30.0):
+        """Finish the group in flight and its outputs; count frames still queued."""
+        with self._cond:
+            self._running = False
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        with self._cond:
+            for name, queue in self._queues.items():
+                if queue:
+                    self.streams[name].count('dropped_shutdown', len(queue))
+                    queue.clear()
+            self._cond.notify_all()
+
+    def _take(self):
+        """
+        Wait for frames; take the queued ones in arrival order, up to max_frames_in_flight.
+
+        Arrival order keeps a stereo pair's two frames ahead of either camera's
+        next frame. Returns None when the scheduler stops.
+        """
+        limit = self.config.max_frames_in_flight
+        with self._cond:
+            while self._running and not any(self._queues.values()):
+                self._cond.wait()
+            if not self._running:
+                return None
+            queued = sorted(entry for queue in self._queues.values() for entry in queue)
+            group = [item for _, item in queued[:limit]]
+            for item in group:
+                self._queues[item.camera].popleft()
+            self._in_flight += len(group)
+            return group
+
+    def _settle(self, count):
+        with self._cond:
+            self._in_flight -= count
+            self._cond.notify_all()
+
+    def _device_loop(self):
+        try:
+            while True:
+                group = self._take()
+                if group is None:
+                    return
+                done = self._process_guarded(group)
+                with self._cond:
+                    self._in_flight -= len(group) - len(done)
+                    while len(self._handoff) >= HANDOFF_GROUPS:
+                        self._cond.wait()
+                    if done:
+                        self._handoff.append(done)
+                    self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._device_done = True
+                self._cond.notify_all()
+
+    def _process_guarded(self, group):
+        """:meth:`process`, turning failures into counts (engine failure stops the scheduler)."""
+        try:
+            return self.process(group)
+        except EngineFailure as exc:
+            for item in group:
+                self.streams[item.camera].count('dropped_engine_failure')
+            with self._cond:
+                self._running = False
+            if self.on_failure is not None:
+                self.on_failure(exc)
+        except Exception:  # noqa: B902 - a fault costs its group, never the stream
+            for item in group:
+                self.streams[item.camera].count('dropped_internal_error')
+            self.report.error('processing a group failed (its frames are dropped and '
+                              f'counted):\n{traceback.format_exc()}', key='internal',
+                              period_s=5.0)
+        return []
+
+    def _output_loop(self):
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._handoff or self._device_done)
+                if not self._handoff:
+                    return
+                group = self._handoff.popleft()
+                self._cond.notify_all()
+            for done in group:
+                try:
+                    self.on_done(done)
+                except Exception:  # noqa: B902 - one frame's outputs must not stop the rest
+                    self.streams[done.item.camera].count('dropped_output_error')
+                    self.report.error('publishing a frame failed (counted '
+                                      f'dropped_output_error):\n{traceback.format_exc()}',
+                                      key='output', period_s=5.0)
+                finally:
+                    self._settle(1)
+
+    # -- the engine stage (also called directly by xfeat_offline) ---------------------------------
+    def process(self, group):
+        """
+        Run ``group`` (a list of :class:`Pending`) through the engine; return [Done].
+
+        Frames rejected by the engine are counted (``rejected_late``) and left
+        out. On a device error the CPU fallback reprocesses the group, or
+        :class:`EngineFailure` is raised.
+        """
+        self._apply_settings()
+        for _ in range(2):  # the engine, then (after a fallback) the CPU engine
+            try:
+                done = self._run(group, dict(self._last))
+                break
+            except device_errors(self.engine) as exc:
+                self._fall_back(exc)
+        else:
+            raise EngineFailure(f'the fallback engine failed too: {self.fallback}')
+        if self.stereo is not None:
+            for frame in done:
+                self.stereo.offer(frame, self._match_pair)
+        return done
+
+    def _apply_settings(self):
+        with self._cond:
+            pending, self._pending = self._pending, {}
+        if pending:
+            self.engine.configure(**pending)
+            if self.engine_config is not None:
+                self.engine_config = replace(self.engine_config, **pending)
+            self._generation += 1  # slot capacity may depend on top_k
+            self._pool.clear()
+
+    def _slot(self):
+        if self._pool:
+            return self._pool.pop()
+        slot = self.engine.alloc_slot()
+        slot.generation = self._generation
+        return slot
+
+    def _release(self, slot):
+        if slot is not None and slot.generation == self._generation:
+            self._pool.append(slot)
+
+    def _run(self, group, last):
+        """Submit, synchronize, read back; commit the cameras' newest slots on success."""
+        engine = self.engine
+        taken = self._submit_group(group, last) if group_submit(engine) else None
+        if taken is None:
+            taken = self._submit_each(group, last)
+        engine.synchronize()
+        done = []
+        for item, entry, previous in taken:
+            entry.features = engine.features(entry.slot)
+            if previous is None:
+                matches = None
+            elif previous.slot is not None:
+                matches = engine.matches(entry.slot)
+            else:  # the previous frame lives on another engine (before a fallback)
+                matches = engine.match_features(previous.features, entry.features)
+            done.append(Done(item, entry.features, matches))
+        kept = {id(entry.slot) for entry in last.values()}
+        for entry in list(self._last.values()) + [entry for _, entry, _ in taken]:
+            if id(entry.slot) not in kept:
+                self._release(entry.slot)
+        self._last = last
+        return done
+
+    def _plan(self, item, last):
+        """Slot and comparable previous frame of ``item``; record it as its camera's newest."""
+        previous = last.get(item.camera)
+        if previous is not None and previous.shape != item.shape:
+            previous = None
+        entry = _Last(self._slot(), None, item.shape)
+        last[item.camera] = entry
+        return entry, previous
+
+    def _submit_each(self, group, last):
+        taken = []
+        for item in group:
+            before = last.get(item.camera)
+            entry, previous = self._plan(item, last)
+            try:
+                self.engine.submit(item.msg, entry.slot)
+            except ImageError as exc:
+                self._release(entry.slot)
+                self._restore(last, item.camera, before)
+                self._reject(item, exc)
+                continue
+            if previous is not None and previous.slot is not None:
+                self.engine.submit_match(previous.slot, entry.slot)
+            taken.append((item, entry, previous))
+        return taken
+
+    def _submit_group(self, group, last):
+        """One ``submit_group`` call; None (nothing enqueued) when a frame is bad."""
+        trial = dict(last)
+        taken = [(item, *self._plan(item, trial)) for item in group]
+        frames = [(item.msg, entry.slot,
+                   previous.slot if previous is not None else None)
+                  for item, entry, previous in taken]
+        if any(previous is not None and previous.slot is None for _, _, previous in taken):
+            return None  # a previous frame without a slot: submitted one by one
+        try:
+            group_submit(self.engine)(frames)
+        except ImageError:
+            for _, entry, _ in taken:
+                self._release(entry.slot)
+            return None
+        last.update(trial)
+        return taken
+
+    @staticmethod
+    def _restore(last, camera, before):
+        if before is None:
+            last.pop(camera, None)
+        else:
+            last[camera] = before
+
+    def _reject(self, item, exc):
+        self.streams[item.camera].reject(exc, late=True)
+        if self.on_reject is not None:
+            self.on_reject(item, exc)
+
+    def _fall_back(self, exc):
+        """Replace a failed GPU engine by the CPU engine, or raise :class:`EngineFailure`."""
+        engine = self.engine
+        where = f'engine {engine.name} on {engine.device}'
+        if engine.device == 'cpu' or not self.config.fallback_to_cpu \
+                or self.engine_config is None:
+            self.failure = f'{where} failed: {exc!r}'
+            self.report.error(f'{self.failure}; stopping (fallback_to_cpu is off or the '
+                              'engine is already on the CPU)')
+            raise EngineFailure(self.failure) from exc
+        self.report.error(f'{where} failed: {exc!r}; falling back to onnxruntime on the CPU')
+        self.fallback = f'{engine.name} on {engine.device} failed ({type(exc).__name__}); on CPU'
+        self.engine = self.make_cpu_engine(self.engine_config)
+        self._generation += 1
+        self._pool.clear()
+        # Host features stay valid; the failed engine's slots do not.
+        self._last = {camera: _Last(None, entry.features, entry.shape)
+                      for camera, entry in self._last.items()}
+
+    def _match_pair(self, left, right):
+        """Stereo matches of two Done frames on the engine (host matching on a device error)."""
+        try:
+            return self.engine.match_features(left.features, right.features)
+        except device_errors(self.engine) as exc:
+            self.streams[left.item.camera].count('stereo_engine_errors')
+            self.report.error(f'stereo {left.item.camera}:{right.item.camera}: engine matching '
+                              f'failed ({exc!r}); matched on the CPU instead', key='stereo')
+            cossim = self.engine_config.min_cossim if self.engine_config else 0.0
+            return MatchResult(*mutual_nn_match(left.features.descriptors,
+                                                right.features.descriptors, cossim))
+
+
+def _null_logger():
+    import logging
+    return logging.getLogger('xfeat_ros.core')

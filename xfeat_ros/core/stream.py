@@ -1,0 +1,218 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+One camera's stream: receipt checks, counters, frame records and tracks.
+
+A camera's image becomes a :class:`Pending` when :meth:`CameraStream.accept`
+takes it (header checks, stamp order), a :class:`Done` once the engine has
+its features and matches, and a :class:`Frame` (with track ids) when
+:meth:`CameraStream.advance` continues the camera's tracks. Counters are
+thread-safe: receipt, scheduling and outputs may run on different threads.
+"""
+
+from collections import Counter, deque
+from dataclasses import dataclass
+import threading
+
+from xfeat_ros.decode import validate_layout
+from xfeat_ros.errors import ImageError, StampOrderError
+from xfeat_ros.preprocess import model_size
+from xfeat_ros.tracks import next_tracks
+
+TIMING_WINDOW = 200  # published frames kept for the rate and latency figures
+
+
+def stamp_ns(stamp):
+    """Integer nanoseconds of a ``builtin_interfaces/Time``."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def check_image(msg, last_stamp_ns):
+    """
+    Raise the :class:`xfeat_ros.errors.ImageError` for an image rejected on receipt.
+
+    Checks the header against the data, the 32 px minimum, and that a non-zero
+    stamp is later than ``last_stamp_ns``. Returns the stamp in nanoseconds.
+    """
+    validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+    model_size(msg.height, msg.width)
+    stamp = stamp_ns(msg.header.stamp)
+    if stamp and stamp <= last_stamp_ns:
+        raise StampOrderError(f'stamp {stamp} ns is not later than the previous image stamp '
+                              f'{last_stamp_ns} ns (repeated or out of order)')
+    return stamp
+
+
+@dataclass(eq=False)
+class Pending:
+    """An accepted image waiting for the engine: camera name, message, receipt time (s)."""
+
+    camera: str
+    msg: object
+    received: float
+    frame: object = None  # its Frame, once finished
+
+    @property
+    def shape(self):
+        """``(height, width)`` of the image."""
+        return (self.msg.height, self.msg.width)
+
+
+@dataclass(eq=False)
+class Done:
+    """
+    A frame back from the engine.
+
+    ``matches`` against the camera's previous frame (None: no previous frame
+    of the same size); ``stereo`` the :class:`xfeat_ros.core.stereo.StereoMatch`
+    this frame completed, if any.
+    """
+
+    item: Pending
+    features: object
+    matches: object = None
+    stereo: object = None
+
+
+@dataclass(eq=False)
+class Frame:
+    """A finished frame of a camera: image header, host features, size, tracks."""
+
+    header: object             # the image's std_msgs/Header
+    features: object
+    shape: tuple
+    track_ids: object = None   # uint64 [N]
+    track_ages: object = None  # uint32 [N]
+    vins: object = None        # its VinsPart (VINS features on), or None
+
+    @property
+    def stamp(self):
+        """Return when the image was taken (its header stamp, a Time message)."""
+        return self.header.stamp
+
+
+@dataclass(eq=False)
+class FrameOutput:
+    """
+    What one finished frame publishes.
+
+    ``previous`` the camera's previous Frame (None for its first frame): a
+    Matches message goes out whenever it is set, empty when ``matches`` is
+    None (the image size changed). ``origin`` int64 [N]: per keypoint, the
+    index in ``previous`` its track continues, -1 for a new track.
+    """
+
+    camera: str
+    frame: Frame
+    previous: object
+    matches: object
+    origin: object
+    msg: object        # the image message
+    received: float    # receipt time (monotonic s)
+
+    @property
+    def size_changed(self):
+        """Tell whether a previous frame exists but has another image size."""
+        return self.previous is not None and self.previous.shape != self.frame.shape
+
+
+class CameraStream:
+    """
+    Receipt, counters and track state of one camera.
+
+    Receipt (:meth:`accept`) and outputs (:meth:`advance`) may run on
+    different threads; each touches its own fields, counters take a lock.
+    """
+
+    def __init__(self, name):
+        """Start a stream named ``name`` (no frames, zero counters)."""
+        self.name = name
+        self._lock = threading.Lock()
+        self._counts = Counter()
+        self.last_stamp_ns = 0      # newest accepted non-zero stamp (receipt side)
+        self.previous = None        # the last finished Frame (output side)
+        self.next_track_id = 0
+        self._camera_model = None
+        self.published_at = deque(maxlen=TIMING_WINDOW)  # monotonic s
+        self.latency_ms = deque(maxlen=TIMING_WINDOW)    # receipt -> published
+
+    # -- counters ---------------------------------------------------------------------------------
+    def count(self, key, n=1):
+        """Add ``n`` to counter ``key``; return its new value."""
+        with self._lock:
+            self._counts[key] += n
+            return self._counts[key]
+
+    def counts(self):
+        """Return a copy of the counters."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def timings(self):
+        """Return ``(published_at, latency_ms)`` lists of the last published frames."""
+        with self._lock:
+            return list(self.published_at), list(self.latency_ms)
+
+    def published(self, received, now):
+        """Count a published frame received at ``received`` and finished at ``now``."""
+        with self._lock:
+            self._counts['published'] += 1
+            self.published_at.append(now)
+            self.latency_ms.append((now - received) * 1000.0)
+
+    @property
+    def camera_model(self):
+        """Return the camera's :class:`xfeat_ros.camera.CameraModel` (None: not known yet)."""
+        with self._lock:
+            return self._camera_model
+
+    @camera_model.setter
+    def camera_model(self, model):
+        with self._lock:
+            self._camera_model = model
+
+    # -- receipt ----------------------------------------------------------------------------------
+    def accept(self, msg, received):
+        """
+        Check an image on receipt; return its :class:`Pending`.
+
+        Counts ``received``, then ``accepted`` or ``rejected`` and
+        ``rejected_<Error>``; re-raises the :class:`xfeat_ros.errors.ImageError`.
+        """
+        self.count('received')
+        try:
+            stamp = check_image(msg, self.last_stamp_ns)
+        except ImageError as exc:
+            self.reject(exc)
+            raise
+        if stamp:
+            self.last_stamp_ns = stamp
+        self.count('accepted')
+        return Pending(self.name, msg, received)
+
+    def reject(self, exc, late=False):
+        """Count a rejected image (``late``: by the engine, after it was accepted)."""
+        kind = type(exc).__name__
+        with self._lock:
+            self._counts['rejected'] += 1
+            if late:
+                self._counts['rejected_late'] += 1
+            self._counts[f'rejected_{kind}'] += 1
+            return self._counts[f'rejected_{kind}']
+
+    # -- outputs ----------------------------------------------------------------------------------
+    def advance(self, done):
+        """
+        Continue the camera's tracks with a frame back from the engine.
+
+        Returns its :class:`FrameOutput`; the new Frame becomes ``previous``.
+        """
+        item = done.item
+        previous = self.previous
+        ids, ages, self.next_track_id, origin = next_tracks(done.features, self.next_track_id,
+                                                            previous, done.matches)
+        frame = Frame(item.msg.header, done.features, item.shape, ids, ages)
+        item.frame = frame
+        self.previous = frame
+        return FrameOutput(self.name, frame, previous, done.matches, origin, item.msg,
+                           item.received)
