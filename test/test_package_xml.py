@@ -16,7 +16,8 @@ ROSDEP_KEYS = {'cv2': 'python3-opencv', 'numpy': 'python3-numpy', 'yaml': 'pytho
                'pytest': 'python3-pytest', 'hypothesis': 'python3-hypothesis'}
 # Imported only where present, each with a message or a fallback (not declared).
 OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm'}
-OWN = {'xfeat_ros', 'conftest', 'golden_util', 'ros_harness', 'test_decode_properties'}
+# The package and the tests' own helper modules (test/*.py import each other by name).
+OWN = {'xfeat_ros'} | {path.stem for path in (REPO / 'test').glob('*.py')}
 
 
 def imported_modules(folders):
