@@ -93,6 +93,7 @@ def test_cpu_path_runs_without_torch(tmp_path):
             f'raise ImportError("{name} is blocked by this test")\n')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(tmp_path / 'block'), os.environ.get('PYTHONPATH', '')]))
+    env.pop('XFEAT_ROS_WEIGHTS', None)  # the lookup's last step: the packaged copy
     out = tmp_path / 'demo'
     result = subprocess.run([sys.executable, '-m', 'xfeat_ros.demo', '--frames', '3',
                              '--rate', '5', '--output', str(out)], capture_output=True,
