@@ -323,7 +323,7 @@ def test_gpu_device_count_indices_and_few_matches(check, cp):
     order0, order1 = rng.permutation(400), rng.permutation(400)
     kp0, kp1 = np.empty_like(p0), np.empty_like(p1)
     kp0[order0], kp1[order1] = p0, p1  # match i is kp0[order0[i]] -> kp1[order1[i]]
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream(non_blocking=False)  # ordered after set-up work
     out = alloc_epipolar_output(512)
     d_kp0, d_kp1 = cp.asarray(kp0), cp.asarray(kp1)
     d_i0 = cp.asarray(order0.astype(np.int32))
@@ -340,7 +340,7 @@ def test_gpu_device_count_indices_and_few_matches(check, cp):
         np.testing.assert_array_equal(mask[:count].astype(bool), host.mask)
         assert int(out.inliers.get()[0]) == host.count
         if count < ransac.MIN_MATCHES:
-            assert host.count == 0 and not mask.any()
+            assert host.count == 0 and not mask[:400].any()
         else:
             assert host.count >= 0.85 * count
     empty = check.fit(np.zeros((0, 2)), np.zeros((0, 2)))
@@ -353,7 +353,7 @@ def test_gpu_graph_capture_and_determinism(check, cp):
     from xfeat_ros.gpu.ops import DeviceCount
     from xfeat_ros.gpu.ransac import alloc_epipolar_output
     p0, p1, _, _ = scene(300, outliers=30)
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream(non_blocking=False)  # ordered after set-up work
     d0, d1 = cp.asarray(p0), cp.asarray(p1)
     count = cp.asarray(np.array([300], np.int32))
     direct, graphed = alloc_epipolar_output(300), alloc_epipolar_output(300)
@@ -380,7 +380,7 @@ def test_gpu_graph_capture_and_determinism(check, cp):
 @needs_gpu
 def test_gpu_layout_errors(check, cp):
     from xfeat_ros.gpu.ransac import alloc_epipolar_output
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = cp.cuda.Stream(non_blocking=False)  # ordered after set-up work
     good = cp.zeros((16, 2), cp.float32)
     out = alloc_epipolar_output(16)
     with pytest.raises(DescriptorLayoutError, match='float32'):

@@ -62,7 +62,7 @@ class EpipolarFit:
 
 
 def splitmix64(values):
-    """The splitmix64 finaliser of uint64 ``values`` (wrapping arithmetic)."""
+    """Return the splitmix64 finaliser of uint64 ``values`` (wrapping arithmetic)."""
     with np.errstate(over='ignore'):
         z = np.asarray(values, _U64) + _U64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
@@ -127,7 +127,7 @@ def _normalisation(x, y):
 
 
 def _det3(m):
-    """Determinant of [..., 9] row-major 3 x 3 matrices (cofactors of the first row)."""
+    """Return the determinants of [..., 9] row-major 3 x 3 matrices (first-row cofactors)."""
     return (m[..., 0] * (m[..., 4] * m[..., 8] - m[..., 5] * m[..., 7])
             - m[..., 1] * (m[..., 3] * m[..., 8] - m[..., 5] * m[..., 6])
             + m[..., 2] * (m[..., 3] * m[..., 7] - m[..., 4] * m[..., 6]))
@@ -391,7 +391,7 @@ def _smallest_eigenvector(ata, start):
 
 
 def _jacobi_smallest(m):
-    """Unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 list of lists."""
+    """Return the unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 list."""
     a = [row[:] for row in m]
     v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     for _ in range(JACOBI_SWEEPS):
@@ -472,7 +472,7 @@ def refit(f, p0, p1, inliers):
 
 
 def empty_fit(count):
-    """The fit of matches that cannot be verified: nothing kept."""
+    """Return the fit of matches that cannot be verified: nothing kept."""
     return EpipolarFit(np.zeros(count, bool), 0, np.full((3, 3), np.nan))
 
 

@@ -111,6 +111,16 @@ class EpipolarRansac:
         (:class:`EpipolarOutput`, capacity >= the count's bound). Raises
         :class:`DescriptorLayoutError` before anything is enqueued.
         """
+        for _, launch in self.stages(keypoints0, keypoints1, count, out, stream, idx0, idx1):
+            launch()
+
+    def stages(self, keypoints0, keypoints1, count, out, stream, idx0=None, idx1=None):
+        """
+        Return the launches of :meth:`enqueue` as ``[(name, enqueue_fn)]``, checked, not yet run.
+
+        Names: ``hypotheses``, ``score``, ``refine`` (one ``clear`` when the
+        bound is zero); for per-stage timing.
+        """
         _check_points(keypoints0, 'side 0')
         _check_points(keypoints1, 'side 1')
         count_ptr, bound = ops.count_args(count)
@@ -126,23 +136,29 @@ class EpipolarRansac:
                 idx1 is None and keypoints1.shape[0] < bound):
             raise DescriptorLayoutError(f'{bound} matches need {bound} keypoints a side')
         if bound == 0:
-            ops.memset_async(out.inliers, 0, stream)
-            return
+            return [('clear', lambda: ops.memset_async(out.inliers, 0, stream))]
         hypotheses, score, refine = self._functions
         common = (keypoints0, i0, keypoints1, i1, count_ptr, np.int32(bound))
         threshold = np.float32(self.threshold_px)
-        with stream:
-            hypotheses((ops.blocks(self.samples, kernels.RANSAC_HYPOTHESIS_THREADS),),
-                       (kernels.RANSAC_HYPOTHESIS_THREADS,),
-                       common + (np.uint64(self.seed), np.int32(self.samples), self.models))
-            score((ops.blocks(self.num_models, kernels.RANSAC_SCORE_MODELS),),
-                  (kernels.RANSAC_SCORE_THREADS,),
-                  common + (self.models, np.int32(self.num_models), threshold * threshold,
-                            self.scores))
-            refine((1,), (kernels.RANSAC_REFINE_THREADS,),
-                   common + (self.models, self.scores, np.int32(self.num_models),
-                             np.float64(self.threshold_px), out.mask, out.inliers,
-                             out.fundamental))
+
+        def launch(kernel, grid, block, args):
+            with stream:
+                kernel(grid, block, common + args)
+
+        return [
+            ('hypotheses', lambda: launch(
+                hypotheses, (ops.blocks(self.samples, kernels.RANSAC_HYPOTHESIS_THREADS),),
+                (kernels.RANSAC_HYPOTHESIS_THREADS,),
+                (np.uint64(self.seed), np.int32(self.samples), self.models))),
+            ('score', lambda: launch(
+                score, (ops.blocks(self.num_models, kernels.RANSAC_SCORE_MODELS),),
+                (kernels.RANSAC_SCORE_THREADS,),
+                (self.models, np.int32(self.num_models), threshold * threshold, self.scores))),
+            ('refine', lambda: launch(
+                refine, (1,), (kernels.RANSAC_REFINE_THREADS,),
+                (self.models, self.scores, np.int32(self.num_models),
+                 np.float64(self.threshold_px), out.mask, out.inliers, out.fundamental))),
+        ]
 
     def enqueue_matches(self, keypoints0, keypoints1, matches, out, stream):
         """:meth:`enqueue` for a :class:`xfeat_ros.gpu.ops.MatchOutput` (device count)."""
