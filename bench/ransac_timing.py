@@ -28,6 +28,9 @@ matches of a 3-D scene with 15% outliers. Per pair:
   reference, OpenCV vs itself on the matches in another order (how far two
   OpenCV fits disagree), and inlier counts.
 
+``cpu_path`` (``--tracks-before``): the CPU path's ``next_tracks`` of this
+tree against an older ``tracks.py``, interleaved, outputs checked equal.
+
 ``tracks``: the numbers test_node_tracks checks, with each check deciding which
 matches continue a track (EuRoC: the 500 strongest first-frame tracks alive
 after 20 frames, tracks of length 20; TUM 8 frames: largest id jump, share of
@@ -264,6 +267,42 @@ class _Features:
         return len(self.keypoints)
 
 
+def cpu_path(data, before_file, reps):
+    """
+    ``next_tracks`` (the CPU path: OpenCV check + propagation) of this tree vs ``before_file``.
+
+    Interleaved calls on every real pair, the order alternating; the outputs
+    must be equal. Returns median and mean milliseconds of each.
+    """
+    import importlib.util
+    from xfeat_ros import tracks
+    from xfeat_ros.pipeline import MatchResult
+    spec = importlib.util.spec_from_file_location('tracks_before', before_file)
+    before = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(before)
+    times = {'before': [], 'now': []}
+    for name, _, _ in SEQUENCES:
+        frames, matches = sequence(data, name)
+        for i, m in enumerate(matches):
+            previous = SimpleNamespace(features=_Features(frames[i]),
+                                       track_ids=np.arange(len(frames[i]), dtype=np.uint64),
+                                       track_ages=np.ones(len(frames[i]), np.uint32))
+            args = (_Features(frames[i + 1]), 10 ** 6, previous,
+                    MatchResult(m[:, 0], m[:, 1], np.ones(len(m), np.float32)))
+            for rep in range(reps):
+                order = (('now', tracks), ('before', before))
+                for label, module in (order if rep % 2 else order[::-1]):
+                    t0 = time.perf_counter()
+                    module.next_tracks(*args)
+                    times[label].append(time.perf_counter() - t0)
+            same = zip(tracks.next_tracks(*args), before.next_tracks(*args))
+            if not all(np.array_equal(a, b) for a, b in same):
+                raise SystemExit(f'next_tracks differs from {before_file} on {name} {i + 1}')
+    return {label: {'median_ms': 1000.0 * statistics.median(v),
+                    'mean_ms': 1000.0 * statistics.mean(v), 'calls': len(v)}
+            for label, v in times.items()}
+
+
 def summary(rows, key):
     """Median, min, max and 90th percentile of ``key`` over the rows that have it."""
     values = [r[key] for r in rows if key in r]
@@ -301,6 +340,8 @@ def main(argv=None):
     parser.add_argument('--reps', type=int, default=20, help='repetitions per timing')
     parser.add_argument('--no-reference', action='store_true',
                         help='skip the NumPy reference (0.4 s a pair)')
+    parser.add_argument('--tracks-before', help='an older xfeat_ros/tracks.py: time the CPU '
+                        "path's next_tracks against it (e.g. from git show BASE:xfeat_ros/...)")
     parser.add_argument('--out', help='JSON results file')
     args = parser.parse_args(argv)
     try:
@@ -345,6 +386,9 @@ def main(argv=None):
         result['tracks'][name] = {label: track_numbers(frames[:count], matches[:count - 1], fn)
                                   for label, fn in checks.items()}
         print(name, 'tracks', result['tracks'][name], flush=True)
+    if args.tracks_before:
+        result['cpu_path'] = cpu_path(data, args.tracks_before, args.reps)
+        print('cpu path next_tracks', result['cpu_path'], flush=True)
     p0, p1 = synthetic_pair()
     row = pair_report(p0, p1, args.reps, device, reference)
     row.pop('device_mask', None)
