@@ -14,8 +14,11 @@ device kernels can be tested against it stage by stage:
 2. Each sample is normalised on its own (centroid, mean distance sqrt 2),
    its 7 x 9 epipolar system reduced by Gauss-Jordan elimination with full
    pivoting to a 2-D null space F1, F2, and ``det(F2 + a (F1 - F2)) = 0``
-   solved (a cubic: up to 3 models); models are de-normalised to pixels and
-   scaled to unit Frobenius norm.
+   solved (a cubic: up to 3 models). When the seventh pivot vanishes, the 7
+   matches follow one homography (no motion, a pure image translation, a
+   plane): every ``[e]x H`` fits, and the 3 null vectors are the models. A
+   smaller rank (collinear or coincident points) gives none. Models are
+   de-normalised to pixels and scaled to unit Frobenius norm.
 3. Every model is scored in float32 against every match: a match is an inlier
    when both point-to-epipolar-line distances are within ``threshold_px``
    (OpenCV's FM_RANSAC criterion), tested without division as
@@ -253,7 +256,8 @@ def seven_point_models(p0, p1):
     Fundamental matrices of 7-point samples: p0, p1 float [S, 7, 2] pixels.
 
     Returns float32 [S, 3, 9] row-major models in pixels with unit Frobenius
-    norm, NaN rows where a sample has fewer than 3 (or no) solutions.
+    norm, NaN rows where a sample has fewer than 3 (or no) solutions; a
+    homography-degenerate sample gives its 3 null vectors.
     """
     p0 = np.asarray(p0, np.float64)
     p1 = np.asarray(p1, np.float64)
