@@ -5,6 +5,7 @@
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from xfeat_ros.pipeline import MatchResult
 from xfeat_ros.tracks import epipolar_inliers, next_tracks, propagate_tracks, track_velocity
 
@@ -77,6 +78,27 @@ def test_next_tracks_origin_and_velocity():
     assert not track_velocity(features.keypoints, prev_points, origin, 0.0).any()
     ids, ages, next_id, origin = next_tracks(features, 7)
     assert np.all(origin == -1) and next_id == 7 + 41
+
+
+def test_next_tracks_uses_a_given_verified_mask():
+    """The GPU path hands its device mask over: no host fit, only those matches continue."""
+    prev_points = np.array([[10.0, 10.0], [50.0, 20.0], [90.0, 80.0]], np.float32)
+    previous = SimpleNamespace(features=SimpleNamespace(keypoints=prev_points),
+                               track_ids=np.array([7, 8, 9], np.uint64),
+                               track_ages=np.array([2, 5, 1], np.uint32))
+    features = Features41(prev_points[::-1] + 300.0)  # far too few matches for a host fit
+    matches = MatchResult(np.array([2, 1, 0]), np.array([0, 1, 2]), np.ones(3, np.float32))
+    ids, ages, next_id, origin = next_tracks(features, 20, previous, matches,
+                                             verified=np.array([True, False, True]))
+    assert origin.tolist() == [2, -1, 0]
+    assert ids.tolist() == [9, 20, 7] and ages.tolist() == [2, 1, 3] and next_id == 21
+    ids, _, _, origin = next_tracks(features, 20, previous, matches)  # host check: < 8 matches
+    assert origin.tolist() == [-1, -1, -1] and ids.tolist() == [20, 21, 22]
+    empty = MatchResult(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+    _, _, next_id, origin = next_tracks(features, 20, previous, empty, verified=np.zeros(0, bool))
+    assert origin.tolist() == [-1, -1, -1] and next_id == 23
+    with pytest.raises(ValueError, match='2 entries for 3 matches'):
+        next_tracks(features, 20, previous, matches, verified=[True, False])
 
 
 class Features41:

@@ -8,12 +8,14 @@ age + 1; an unmatched keypoint starts a new track (age 1) with the next id of
 the camera's counter, so ids are unique per camera and increase monotonically.
 Only matches that agree with the frame pair's epipolar geometry (a RANSAC
 fundamental matrix) carry a track on: a wrong match must not make an id jump
-across the image.
+across the image. The CPU path fits it here with OpenCV; the GPU path fits it
+on the device right after matching (:class:`xfeat_ros.gpu.ransac.EpipolarRansac`,
+host reference :mod:`xfeat_ros.ransac`) and hands the mask to :func:`next_tracks`.
 """
 
 import numpy as np
 
-MIN_VERIFY_MATCHES = 8
+from xfeat_ros.ransac import MIN_MATCHES as MIN_VERIFY_MATCHES
 
 
 def epipolar_inliers(points0, points1, threshold_px=3.0):
@@ -59,13 +61,15 @@ def propagate_tracks(count, next_id, previous_ids=None, previous_ages=None, idx0
     return ids, ages, int(next_id + len(fresh))
 
 
-def next_tracks(features, next_id, previous=None, matches=None):
+def next_tracks(features, next_id, previous=None, matches=None, verified=None):
     """
     Track ids and ages of a frame's ``features`` after matching it to ``previous``.
 
     ``previous`` holds ``features``, ``track_ids`` and ``track_ages`` of the last
     frame (None: none); ``matches`` is its :class:`xfeat_ros.pipeline.MatchResult`
-    (None: not comparable). Only epipolar-verified matches continue a track.
+    (None: not comparable). Only epipolar-verified matches continue a track:
+    ``verified`` bool [M] is the mask of a check already made (the GPU
+    engine's), None runs :func:`epipolar_inliers` here.
     Returns ``(ids uint64 [N], ages uint32 [N], next_id, origin int64 [N])``:
     ``origin`` is the index of the keypoint in the previous frame a track comes
     from, -1 for a new track.
@@ -73,8 +77,14 @@ def next_tracks(features, next_id, previous=None, matches=None):
     origin = np.full(len(features), -1, dtype=np.int64)
     if previous is None or matches is None:
         return (*propagate_tracks(len(features), next_id), origin)
-    verified = epipolar_inliers(previous.features.keypoints[matches.idx0],
-                                features.keypoints[matches.idx1])
+    if verified is None:
+        verified = epipolar_inliers(previous.features.keypoints[matches.idx0],
+                                    features.keypoints[matches.idx1])
+    else:
+        verified = np.asarray(verified, dtype=bool).reshape(-1)
+        if len(verified) != len(matches):
+            raise ValueError(f'verified mask has {len(verified)} entries for '
+                             f'{len(matches)} matches')
     idx0, idx1 = matches.idx0[verified], matches.idx1[verified]
     origin[idx1] = idx0
     return (*propagate_tracks(len(features), next_id, previous.track_ids, previous.track_ages,

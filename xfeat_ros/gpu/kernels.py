@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 import sys
 
+from xfeat_ros import ransac
 from xfeat_ros.errors import BackendError
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.postprocess import CELL, NMS_RADIUS
@@ -36,10 +37,16 @@ ENTRY_POINTS = {
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
     'match.cu': ('mnn_best', 'mnn_collect'),
+    'ransac.cu': ('ransac_hypotheses', 'ransac_score', 'ransac_refine'),
 }
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
 EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
+# Launch shapes of ransac.cu (injected as macros, used by xfeat_ros.gpu.ransac).
+RANSAC_SCORE_MODELS = 16
+RANSAC_SCORE_THREADS = 256
+RANSAC_REFINE_THREADS = 256
+RANSAC_HYPOTHESIS_THREADS = 64
 
 
 @dataclass(frozen=True)
@@ -80,10 +87,15 @@ def _candidate_dirs():
 
 @functools.lru_cache(maxsize=None)
 def kernel_dir():
-    """Directory that holds ``preprocess.cu`` and the other kernel files."""
+    """
+    Directory that holds every kernel file of :data:`ENTRY_POINTS`.
+
+    A folder missing one of them (an install made before a kernel file was
+    added) is passed over.
+    """
     tried = []
     for folder in _candidate_dirs():
-        if (folder / 'preprocess.cu').is_file():
+        if all((folder / name).is_file() for name in ENTRY_POINTS):
             return folder
         tried.append(str(folder))
     raise BackendError(f'CUDA kernel sources not found (looked in {", ".join(tried)})')
@@ -117,10 +129,25 @@ def match_variant(desc_dim):
     return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),), BASE_OPTIONS)
 
 
+def ransac_variant():
+    """RANSAC fundamental-matrix check (constants of :mod:`xfeat_ros.ransac`)."""
+    constants = (('MIN_MATCHES', ransac.MIN_MATCHES), ('SAMPLE_SIZE', ransac.SAMPLE_SIZE),
+                 ('MODELS_PER_SAMPLE', ransac.MODELS_PER_SAMPLE),
+                 ('MAX_DRAWS', ransac.MAX_DRAWS), ('PIVOT_EPS', repr(ransac.PIVOT_EPS)),
+                 ('CUBIC_EPS', repr(ransac.CUBIC_EPS)), ('NEWTON_STEPS', ransac.NEWTON_STEPS),
+                 ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
+                 ('INVERSE_ITERATIONS', ransac.INVERSE_ITERATIONS),
+                 ('CHOLESKY_SHIFT', repr(ransac.CHOLESKY_SHIFT)),
+                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS), ('SCORE_MODELS', RANSAC_SCORE_MODELS),
+                 ('SCORE_THREADS', RANSAC_SCORE_THREADS),
+                 ('REFINE_THREADS', RANSAC_REFINE_THREADS))
+    return KernelVariant('ransac.cu', constants, EXACT_OPTIONS)
+
+
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
     return ([preprocess_variant(), detect_variant(), describe_variant()]
-            + [match_variant(width) for width in MATCH_WIDTHS])
+            + [match_variant(width) for width in MATCH_WIDTHS] + [ransac_variant()])
 
 
 def _raw_module(variant, device_id):
@@ -156,3 +183,9 @@ def describe_module(device_id=0, desc_dim=DESCRIPTOR_SIZE):
 def match_module(desc_dim, device_id=0):
     """Compiled ``match.cu`` for one descriptor width on a device (memoized)."""
     return _raw_module(match_variant(desc_dim), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def ransac_module(device_id=0):
+    """Compiled ``ransac.cu`` on a device (memoized)."""
+    return _raw_module(ransac_variant(), device_id)
