@@ -24,7 +24,7 @@ import pytest
 from xfeat_ros.gpu.kernels import ENTRY_POINTS, KernelVariant, MATCH_WIDTHS, read_kernel, variants
 
 ARCHS = ('sm_87', 'sm_90')
-HEADER_LINES = 60
+HEADER_LINES = 80
 
 
 def _nvrtc_candidates():

@@ -3,29 +3,39 @@
 """
 The GPU frame engine: same contract as :class:`xfeat_ros.engine.CpuEngine`.
 
-Everything of a frame runs on the device, on one CUDA stream, with no
-synchronization inside ``submit``/``submit_match``::
+Everything of a frame runs on the device, on one CUDA stream; ``submit``
+enqueues the frame's upload and decode at once and defers the rest, so that
+all frames of one model size submitted before the next synchronization share
+one backbone call and one launch of each detection kernel::
 
-    raw bytes -> pinned staging (per slot) -> device (async copy)
-      -> decode + resize (preprocess.cu) -> backbone (PyTorch / TensorRT / ORT)
-      -> heatmap, NMS, scores, top-K (detect.cu) -> descriptors (describe.cu)
-      -> keypoint count -> pinned host (async copy)
-    submit_match: mutual NN against the previous slot's device descriptors
-      (match.cu) -> match count -> pinned host (async copy)
+    submit:  raw bytes -> pinned staging (per slot) -> device (async copy)
+               -> decode + resize (preprocess.cu) into row b of the size's batch
+    flush:   per model size, B frames: frame table (pinned -> device)
+               -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
+               -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
+                  for all B frames; results into each slot through the table)
+               -> descriptors (describe.cu) -> B keypoint counts -> pinned host
+             then the queued matches: mutual NN on the tensor cores with an
+             exact FP32 re-check (match.cu) -> match count -> pinned host
+    results: one synchronization, then count rows -> pinned host -> NumPy
 
-``synchronize()`` is one stream synchronization for all outstanding slots;
-``features()``/``matches()`` then copy at most ``count`` rows to the host.
+A flush happens in ``synchronize()``, ``features()``/``matches()``/
+``results()`` of a frame not yet flushed, when a batch reaches ``max_batch``
+frames, and before a slot still waiting in a batch or a queued match is
+submitted again; ``flush()`` forces one. :meth:`GpuEngine.submit_group`
+submits a list of frames (and optionally their matches) in one call.
 
 Buffers: a slot owns its results (capacity ``top_k``) and a pinned staging
-buffer; per model size a workspace holds the network input, the backbone
-outputs and the detection scratch. Stream order makes sharing a workspace
-between slots safe. Nothing is allocated per frame: workspaces are created
-on a new resolution (the last :data:`MAX_WORKSPACES` sizes are kept),
+buffer; per model size a workspace holds the batch input, the backbone
+outputs and the detection scratch for up to ``max_batch`` frames (grown by
+powers of two). Stream order makes sharing a workspace between batches safe.
+Nothing is allocated per frame except the pinned host blocks of the results
+(from CuPy's pinned pool): workspaces are created on a new resolution (the
+last :data:`MAX_WORKSPACES` sizes are kept) and grown with the batch,
 staging and raw buffers grow only, slots grow when ``top_k`` grows.
 """
 
-from collections import OrderedDict
-import itertools
+from collections import deque, OrderedDict
 import logging
 
 import numpy as np
@@ -33,8 +43,11 @@ import numpy as np
 from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import create_gpu_backbone, GPU_BACKENDS
-from xfeat_ros.pipeline import DESCRIPTOR_SIZE, Features, MatchResult
+from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
+                                   PinnedBuffer, TableRing, Workspace)
+from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.preprocess import model_size
 from xfeat_ros.weights import load_weights, resolve_weights
 
@@ -44,8 +57,12 @@ ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 AUTO_ORDER = ('tensorrt', 'pytorch')
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
-_TOKENS = itertools.count()
+MAX_BATCH = 32
+UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
+
+__all__ = ['GpuEngine', 'GpuSlot', 'PinnedBuffer', 'copy_async', 'create_gpu_engine',
+           'message_bytes', 'select_backend', 'ENGINE_BACKENDS']
 
 
 def message_bytes(data):
@@ -56,124 +73,22 @@ def message_bytes(data):
         return np.asarray(data, dtype=np.uint8).reshape(-1)
 
 
-def _cupy():
-    try:
-        import cupy
-    except ImportError as exc:
-        raise BackendError('cupy is not installed') from exc
-    return cupy
-
-
-class PinnedBuffer:
-    """Page-locked host memory viewed as a NumPy array (for async copies)."""
-
-    def __init__(self, nbytes, dtype=np.uint8):
-        """Allocate ``nbytes`` bytes of pinned memory."""
-        cupy = _cupy()
-        self.memory = cupy.cuda.alloc_pinned_memory(max(int(nbytes), 1))
-        self.nbytes = int(nbytes)
-        self.array = np.frombuffer(self.memory, dtype=dtype,
-                                   count=self.nbytes // np.dtype(dtype).itemsize)
-
-    @property
-    def ptr(self):
-        """Host address."""
-        return self.memory.ptr
-
-
-def copy_async(dst_ptr, src_ptr, nbytes, kind, stream):
-    """``cudaMemcpyAsync`` on ``stream`` (``kind``: a cupy.cuda.runtime memcpy kind)."""
-    _cupy().cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
-
-
-class GpuSlot:
-    """
-    Results of one in-flight frame, resident on the device until requested.
-
-    ``keypoints`` float32 [capacity, 2] (original pixels), ``scores`` float32
-    [capacity], ``descriptors`` float32 [capacity, 64], ``count`` int32 [1],
-    ``matches`` (:class:`xfeat_ros.gpu.ops.MatchOutput`) against the previous
-    frame; ``host_counts`` pinned int32 [2] = (keypoints, matches) after a sync.
-    """
-
-    def __init__(self, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """Pre-allocate device buffers for ``capacity`` keypoints (current device)."""
-        self.allocate(capacity, desc_dim)
-
-    def allocate(self, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """(Re)allocate every buffer; attributes set by the caller are kept."""
-        cupy = _cupy()
-        self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
-        self.capacity = max(int(capacity), 0)
-        self.desc_dim = int(desc_dim)
-        self.keypoints = cupy.empty((self.capacity, 2), dtype=cupy.float32)
-        self.scores = cupy.empty(self.capacity, dtype=cupy.float32)
-        self.descriptors = cupy.empty((self.capacity, self.desc_dim), dtype=cupy.float32)
-        self.count = cupy.zeros(1, dtype=cupy.int32)
-        self.matches = ops.alloc_match_output(self.capacity)
-        self.host_counts = PinnedBuffer(8, np.int32)
-        self.host_counts.array[:] = 0
-        self.staging = None
-        self.uploaded = cupy.cuda.Event(disable_timing=True)
-        self.done = cupy.cuda.Event(disable_timing=True)
-        self.upload_pending = False
-        self.submitted = False
-        self.matched = False
-        self.image_hw = None
-        self.marks = []
-
-    def staging_for(self, nbytes):
-        """Pinned staging buffer of at least ``nbytes`` (waits for its previous upload)."""
-        if self.upload_pending:
-            self.uploaded.synchronize()
-            self.upload_pending = False
-        if self.staging is None or self.staging.nbytes < nbytes:
-            self.staging = PinnedBuffer(nbytes)
-        return self.staging
-
-    def stage_times_ms(self):
-        """Milliseconds of each stage, from the marks of an engine with ``profile=True``."""
-        elapsed = _cupy().cuda.get_elapsed_time
-        return {name: elapsed(start, end)
-                for (_, start), (name, end) in zip(self.marks, self.marks[1:])}
-
-
-class Workspace:
-    """Device buffers of one model size, shared by all slots in stream order."""
-
-    def __init__(self, mh, mw, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """Allocate the network input/outputs and detection scratch for ``mh x mw``."""
-        cupy = _cupy()
-        h, w = mh // 8, mw // 8
-        self.model_hw = (mh, mw)
-        self.image = cupy.empty((1, 1, mh, mw), dtype=cupy.float32)
-        self.feats = cupy.empty((1, desc_dim, h, w), dtype=cupy.float32)
-        self.logits = cupy.empty((1, 65, h, w), dtype=cupy.float32)
-        self.reliability = cupy.empty((1, 1, h, w), dtype=cupy.float32)
-        self.feats_hwc = cupy.empty((h, w, desc_dim), dtype=cupy.float32)
-        self.detect = ops.alloc_detect_buffers(mh, mw, capacity)
-        self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
-
-    @property
-    def outputs(self):
-        """Backbone output buffers ``(feats, logits, reliability)``."""
-        return self.feats, self.logits, self.reliability
-
-
 class GpuEngine:
     """Frame engine on one CUDA device (see the module docstring)."""
 
     def __init__(self, backbone, gpu=0, top_k=4096, threshold=0.05, min_cossim=0.82,
-                 profile=False, graphs=True):
+                 profile=False, graphs=True, max_batch=MAX_BATCH, tensor_cores=True):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
         ``graphs=True`` captures the post-backbone launches of a (workspace,
-        slot, settings) combination once as a CUDA graph and replays it, which
-        cuts the host's launch cost per frame; ``profile=True`` records CUDA
-        events between stages (and launches directly).
+        batch size, settings) combination once as a CUDA graph and replays it;
+        ``profile=True`` records CUDA events between stages (and launches
+        directly). ``max_batch`` caps the frames of one backbone call (1: one
+        call per frame, as before batching). ``tensor_cores=False`` matches
+        with the FP32 kernel only (same matches, slower).
         """
-        cupy = _cupy()
+        cupy = cupy_module()
         self.cupy = cupy
         self.gpu = int(gpu)
         self.device = f'cuda:{self.gpu}'
@@ -185,14 +100,21 @@ class GpuEngine:
         self.min_cossim = float(min_cossim)
         self.profile = bool(profile)
         self.graphs = bool(graphs)
+        self.max_batch = max(1, int(max_batch))
+        self.tensor_cores = bool(tensor_cores)
         self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
+        self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
+        self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
         self._raw = None
         self._scratch = ops.MatchScratch()
         self._pair_slots = [None, None]  # match_features' descriptor uploads
+        self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
+        self.last_flush_marks = []
         from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+            self._tables = TableRing(self.max_batch)
             try:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
@@ -207,7 +129,8 @@ class GpuEngine:
     # -- settings and slots -------------------------------------------------------------------
 
     def configure(self, top_k=None, threshold=None, min_cossim=None):
-        """Change detection or matching settings; takes effect on the next submit."""
+        """Change detection or matching settings; frames submitted before keep the old ones."""
+        self.flush()
         if top_k is not None:
             self.top_k = int(top_k)
         if threshold is not None:
@@ -226,20 +149,23 @@ class GpuEngine:
                 slot.done.synchronize()
             slot.allocate(self.top_k, self.desc_dim)
 
-    def _workspace(self, mh, mw):
+    def _workspace(self, mh, mw, frames):
+        """Return the workspace of ``mh x mw`` for ``frames`` frames (pending rows kept)."""
         ws = self._workspaces.get((mh, mw))
-        if ws is None:
-            ws = Workspace(mh, mw, self.top_k, self.desc_dim)
-            self._workspaces[(mh, mw)] = ws
-            while len(self._workspaces) > MAX_WORKSPACES:
-                _, old = self._workspaces.popitem(last=False)
-                # rare (a fifth resolution): let queued work finish before the
-                # backbone frees graph memory bound to the old buffers
-                self.stream.synchronize()
-                self.backbone.release(old.image)
-        elif ws.detect.capacity < self.top_k:
-            ws.detect = ops.alloc_detect_buffers(mh, mw, self.top_k)
-            ws.graphs.clear()
+        if ws is None and len(self._workspaces) >= MAX_WORKSPACES:
+            self.flush()  # rare (a fifth resolution): nothing may wait in the evicted one
+            _, old = self._workspaces.popitem(last=False)
+            self.stream.synchronize()  # queued work done before graph memory is released
+            self.backbone.release(old.image)
+        if ws is None or ws.frames < frames or ws.detect.capacity < self.top_k:
+            size = batch_capacity(max(frames, ws.frames if ws else 1), self.max_batch)
+            new = Workspace(mh, mw, self.top_k, size, self.desc_dim)
+            if ws is not None:
+                pending = len(self._pending.get((mh, mw), ()))
+                if pending:  # decoded rows waiting for the backbone move along
+                    new.image[:pending] = ws.image[:pending]
+                self.backbone.release(ws.image)
+            ws = self._workspaces[(mh, mw)] = new
         self._workspaces.move_to_end((mh, mw))
         return ws
 
@@ -272,47 +198,105 @@ class GpuEngine:
         cache.move_to_end(key)
         graph.launch(self.stream)
 
-    def _detect_describe(self, ws, slot, k, height, width):
-        """Enqueue heatmap -> NMS -> top-K -> descriptors -> count copy for one frame."""
-        cupy = self.cupy
-        stream = self.stream
-        mh, mw = ws.model_hw
-        ops.heatmap_nms_score(ws.logits[0], ws.reliability[0, 0], self.threshold, ws.detect,
-                              stream)
-        ops.top_k(ws.detect, k, mw, width / mw, height / mh, slot.count, slot.keypoints,
-                  slot.scores, stream)
-        self._mark(slot, 'detect')
-        ops.normalize_feats(ws.feats[0], ws.feats_hwc, stream)
-        ops.sample_descriptors(ws.feats_hwc, (mh, mw), ws.detect.positions,
-                               ops.DeviceCount(slot.count, k), slot.descriptors, stream)
-        self._mark(slot, 'describe')
-        copy_async(slot.host_counts.ptr, slot.count.data.ptr, 4,
-                   cupy.cuda.runtime.memcpyDeviceToHost, stream)
-
-    def _match(self, previous, slot):
-        """Enqueue mutual-NN matching and the match-count copy."""
-        side0 = ops.DescriptorSet(previous.descriptors,
-                                  ops.DeviceCount(previous.count, previous.capacity),
-                                  previous.desc_dim)
-        side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
-                                  slot.desc_dim)
-        ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
-                            self.stream, width=self.desc_dim)
-        self._mark(slot, 'match')
-        copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                   self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
-
-    def _mark(self, slot, name):
+    def _mark(self, marks, name):
         if self.profile:
             event = self.cupy.cuda.Event()
             event.record(self.stream)
-            slot.marks.append((name, event))
+            marks.append((name, event))
+
+    # -- batches --------------------------------------------------------------------------------
+
+    def _detect_describe(self, ws, frames, k):
+        """Enqueue heatmap -> NMS -> top-K -> descriptors of ``frames`` frames (capturable)."""
+        stream = self.stream
+        mh, mw = ws.model_hw
+        table = self._tables.device
+        ops.heatmap_nms_score(ws.logits, ws.reliability, self.threshold, ws.detect, stream,
+                              frames)
+        ops.select_top_k(ws.detect, k, mw, table, stream, frames)
+        self._mark(self.last_flush_marks, 'detect')
+        ops.normalize_feats(ws.feats, ws.feats_hwc, stream, frames)
+        ops.describe_frames(ws.feats_hwc, (mh, mw), ws.detect.positions, table, k, stream,
+                            frames)
+        self._mark(self.last_flush_marks, 'describe')
+
+    def _run_batch(self, ws, batch):
+        """Enqueue backbone, detection and description of a batch ``[(slot, h, w)]``."""
+        cupy = self.cupy
+        stream = self.stream
+        frames = len(batch)
+        mh, mw = ws.model_hw
+        k = self.top_k
+        rows = ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
+                                      w / mw, h / mh) for s, h, w in batch])
+        self._tables.upload(rows, stream)
+        self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
+        self._mark(self.last_flush_marks, 'backbone')
+        if k > 0:
+            self._launch(ws.graphs, (frames, k, self.threshold),
+                         lambda: self._detect_describe(ws, frames, k))
+        else:
+            ops.memset_async(ws.detect.counts[:frames], 0, stream)
+            for slot, _, _ in batch:
+                ops.memset_async(slot.count, 0, stream)
+        counts = PinnedBuffer(4 * frames, np.int32)
+        copy_async(counts.ptr, ws.detect.counts.data.ptr, 4 * frames,
+                   cupy.cuda.runtime.memcpyDeviceToHost, stream)
+        # the block returns to CuPy's pinned pool only after this copy has landed
+        # (the pool could hand it to a staging buffer that the host writes at once)
+        copied = cupy.cuda.Event(disable_timing=True)
+        copied.record(stream)
+        self._in_flight.append((copied, counts))
+        for f, (slot, _, _) in enumerate(batch):
+            slot.count_ref = (counts, f)
+            slot.pending = False
+            slot.marks.extend(self.last_flush_marks)
+            slot.done.record(stream)
+
+    def _enqueue_match(self, previous, slot, tensor_cores):
+        """Enqueue mutual-NN matching of two flushed slots and the match-count copy."""
+        views = self._scratch.ensure(previous.capacity, slot.capacity)
+        key = (previous.token, slot.token, self.min_cossim, views.best_row.data.ptr,
+               tensor_cores)
+
+        def enqueue():
+            side0 = ops.DescriptorSet(previous.descriptors,
+                                      ops.DeviceCount(previous.count, previous.capacity),
+                                      previous.desc_dim)
+            side1 = ops.DescriptorSet(slot.descriptors,
+                                      ops.DeviceCount(slot.count, slot.capacity), slot.desc_dim)
+            ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
+                                self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
+            self._mark(slot.marks, 'match')
+            copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
+                       self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
+        self._launch(self._match_graphs, key, enqueue)
+        slot.done.record(self.stream)
+
+    def flush(self):
+        """Enqueue every waiting batch (one backbone call per model size), then queued matches."""
+        if not (self._pending or self._queued):
+            return
+        while self._in_flight and self._in_flight[0][0].done:
+            self._in_flight.popleft()
+        with self.cupy.cuda.Device(self.gpu), self.stream:
+            for size, batch in self._pending.items():
+                self.last_flush_marks = []
+                self._run_batch(self._workspaces[size], batch)
+            self._pending.clear()
+            queued, self._queued = self._queued, []
+            for previous, slot, tensor_cores in queued:
+                self._enqueue_match(previous, slot, tensor_cores)
+
+    def _waiting(self, slot):
+        """Tell whether ``slot`` waits in a batch or in a queued match."""
+        return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
 
     # -- the contract ---------------------------------------------------------------------------
 
     def submit(self, msg, slot):
         """
-        Enqueue decode -> backbone -> detect -> describe of ``msg`` into ``slot``.
+        Take ``msg`` into ``slot``: upload and decode now, the rest at the next flush.
 
         Raises the typed :class:`xfeat_ros.errors.ImageError` family before
         anything is enqueued. Never synchronizes (except to reuse the slot's
@@ -322,14 +306,21 @@ class GpuEngine:
         height, width, step = msg.height, msg.width, msg.step
         info = validate_layout(msg.encoding, height, width, step, data.size)
         mh, mw = model_size(height, width)
+        if self._waiting(slot):
+            self.flush()
+        batch = self._pending.get((mh, mw))
+        if batch is not None and len(batch) >= self.max_batch:
+            self.flush()
+            batch = None
         cupy = self.cupy
         stream = self.stream
         with cupy.cuda.Device(self.gpu), stream:
             self._fit_slot(slot)
-            ws = self._workspace(mh, mw)
-            k = min(self.top_k, slot.capacity)
+            ws = self._workspace(mh, mw, 1 + (len(batch) if batch else 0))
+            batch = self._pending.setdefault((mh, mw), [])
+            row = len(batch)
             slot.marks = []
-            self._mark(slot, 'start')
+            self._mark(slot.marks, 'start')
             staging = slot.staging_for(data.size)
             staging.array[:data.size] = data
             raw = self._raw_buffer(data.size)
@@ -337,33 +328,50 @@ class GpuEngine:
                        cupy.cuda.runtime.memcpyHostToDevice, stream)
             slot.uploaded.record(stream)
             slot.upload_pending = True
-            self._mark(slot, 'upload')
-            ops.decode_resize(raw, info, height, width, step, bool(msg.is_bigendian), ws.image,
-                              stream)
-            self._mark(slot, 'decode')
-            self.backbone.run(ws.image, ws.outputs, stream)
-            self._mark(slot, 'backbone')
-            key = (slot.token, k, self.threshold, int(height), int(width))
-            self._launch(ws.graphs, key,
-                         lambda: self._detect_describe(ws, slot, k, height, width))
-            slot.done.record(stream)
+            self._mark(slot.marks, 'upload')
+            ops.decode_resize(raw, info, height, width, step, bool(msg.is_bigendian),
+                              ws.image[row], stream)
+            self._mark(slot.marks, 'decode')
+            batch.append((slot, int(height), int(width)))
         slot.submitted = True
+        slot.pending = True
         slot.matched = False
         slot.image_hw = (int(height), int(width))
 
     def submit_match(self, previous, slot):
-        """Enqueue mutual-NN matching of ``previous``'s descriptors against ``slot``'s."""
+        """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
         if not (getattr(previous, 'submitted', False) and getattr(slot, 'submitted', False)):
             raise DescriptorLayoutError('both slots must hold submitted frames before matching')
-        cupy = self.cupy
-        stream = self.stream
-        with cupy.cuda.Device(self.gpu), stream:
-            best_row, best_col = self._scratch.ensure(previous.capacity, slot.capacity)
-            key = (previous.token, slot.token, self.min_cossim, best_row.data.ptr,
-                   best_col.data.ptr)
-            self._launch(self._match_graphs, key, lambda: self._match(previous, slot))
-            slot.done.record(stream)
+        if previous.pending or slot.pending or self._queued:
+            self._queued.append((previous, slot, self.tensor_cores))
+        else:
+            with self.cupy.cuda.Device(self.gpu), self.stream:
+                self._enqueue_match(previous, slot, self.tensor_cores)
         slot.matched = True
+
+    def submit_group(self, msgs, slots, previous=None):
+        """
+        Submit ``msgs`` into ``slots`` (same length) as one group, then flush.
+
+        Frames of one model size share one backbone call (up to
+        ``max_batch``). With ``previous`` (a submitted slot or None), each
+        frame is also matched against the one before it: the first against
+        ``previous``, frame i against frame i - 1. Typed errors of a message
+        are raised before anything of that message is enqueued; frames before
+        it stay submitted (and are flushed).
+        """
+        if len(msgs) != len(slots):
+            raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')
+        if len({id(s) for s in slots}) != len(slots):
+            raise ValueError('a slot appears twice in one group')
+        try:
+            for msg, slot in zip(msgs, slots):
+                self.submit(msg, slot)
+                if previous is not None:
+                    self.submit_match(previous, slot)
+                    previous = slot
+        finally:
+            self.flush()
 
     def match_features(self, features0, features1):
         """
@@ -372,9 +380,12 @@ class GpuEngine:
         For stereo pairs, whose frames were published (and their slots possibly
         reused) before the partner arrived: the float32 descriptors are
         uploaded into two engine-owned slots and matched by the same kernels
-        as :meth:`submit_match`; one synchronization.
+        as :meth:`submit_match` (the FP32 kernel when a descriptor is longer
+        than 1 + 1e-3); one synchronization.
         """
         cupy = self.cupy
+        tensor_cores = self.tensor_cores
+        self.flush()
         with cupy.cuda.Device(self.gpu), self.stream:
             sides = []
             for index, features in enumerate((features0, features1)):
@@ -383,45 +394,73 @@ class GpuEngine:
                 if slot is None or slot.capacity < max(n, 1):
                     slot = self._pair_slots[index] = GpuSlot(max(n, self.top_k), self.desc_dim)
                 if n:
-                    slot.descriptors[:n].set(
-                        np.ascontiguousarray(features.descriptors, dtype=np.float32),
-                        stream=self.stream)
+                    desc = np.ascontiguousarray(features.descriptors, dtype=np.float32)
+                    if np.max(np.einsum('ij,ij->i', desc, desc)) > (1 + UNIT_NORM_TOL) ** 2:
+                        tensor_cores = False
+                    slot.descriptors[:n].set(desc, stream=self.stream)
                 slot.count.set(np.array([n], dtype=np.int32), stream=self.stream)
                 slot.submitted = True
+                slot.pending = False
                 sides.append(slot)
-        self.submit_match(*sides)
+            self._enqueue_match(sides[0], sides[1], tensor_cores)
+            sides[1].matched = True
         self.synchronize()
         return self.matches(sides[1])
 
     def synchronize(self):
-        """One stream synchronization for every outstanding slot."""
+        """Flush, then one stream synchronization for every outstanding slot."""
+        self.flush()
         with self.cupy.cuda.Device(self.gpu):
             self.stream.synchronize()
 
+    def _ready(self, slot):
+        if self._waiting(slot):
+            self.flush()
+        slot.done.synchronize()
+
+    def _fetch(self, slots, kinds):
+        """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
+        requests = []
+        with self.cupy.cuda.Device(self.gpu):
+            for slot in slots:
+                wanted = [kind for kind, flag in ((host_results.FEATURES, 'submitted'),
+                                                  (host_results.MATCHES, 'matched'))
+                          if kind in kinds and getattr(slot, flag, False)]
+                if wanted:
+                    self._ready(slot)
+                    requests.extend(host_results.result_parts(slot, wanted))
+            if not requests:
+                return {}
+            event, views = host_results.copy_to_host(requests, self.stream)
+            event.synchronize()
+        return {(id(slot), kind): host_results.assemble(kind, slot, arrays)
+                for (kind, slot, _), arrays in zip(requests, views)}
+
+    def results(self, slots):
+        """
+        Host ``[(Features or None, MatchResult or None)]`` of ``slots``, one copy pass.
+
+        Flushes if needed, waits for the slots, enqueues every copy into one
+        pinned block and synchronizes once (cheaper than ``features`` and
+        ``matches`` per slot). ``None`` where a slot holds no (matched) frame.
+        """
+        kinds = (host_results.FEATURES, host_results.MATCHES)
+        found = self._fetch(slots, kinds)
+        return [tuple(found.get((id(s), kind)) for kind in kinds) for s in slots]
+
     def features(self, slot):
         """Host :class:`Features` of a submitted slot (copies ``count`` rows), else None."""
-        if not getattr(slot, 'submitted', False):
-            return None
-        with self.cupy.cuda.Device(self.gpu):
-            slot.done.synchronize()
-            n = int(slot.host_counts.array[0])
-            return Features(slot.keypoints[:n].get(), slot.scores[:n].get(),
-                            slot.descriptors[:n].get(), slot.image_hw)
+        kind = host_results.FEATURES
+        return self._fetch([slot], (kind,)).get((id(slot), kind))
 
     def matches(self, slot):
         """Host :class:`MatchResult` of a matched slot (copies ``count`` rows), else None."""
-        if not getattr(slot, 'matched', False):
-            return None
-        with self.cupy.cuda.Device(self.gpu):
-            slot.done.synchronize()
-            m = int(slot.host_counts.array[1])
-            out = slot.matches
-            return MatchResult(out.idx0[:m].get().astype(np.int64),
-                               out.idx1[:m].get().astype(np.int64), out.similarity[:m].get())
+        kind = host_results.MATCHES
+        return self._fetch([slot], (kind,)).get((id(slot), kind))
 
 
 def _check_device(gpu):
-    cupy = _cupy()
+    cupy = cupy_module()
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except cupy.cuda.runtime.CUDARuntimeError as exc:
@@ -453,7 +492,7 @@ def select_backend(backend, weights, gpu=0, options=None):
 
 
 def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=4096, threshold=0.05,
-                      min_cossim=0.82, options=None):
+                      min_cossim=0.82, options=None, max_batch=MAX_BATCH):
     """
     Build a :class:`GpuEngine` for the node.
 
@@ -469,6 +508,6 @@ def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=4096, threshold=0
     if not isinstance(weights, dict):
         weights = load_weights(resolve_weights(weights))
     backbone = select_backend(backend, weights, gpu, options)
-    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim)
+    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim, max_batch=max_batch)
     LOG.info('GPU engine: backend %s on cuda:%d (asked for %s)', engine.name, int(gpu), backend)
     return engine

@@ -35,8 +35,12 @@ ENTRY_POINTS = {
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
-    'match.cu': ('mnn_best', 'mnn_collect'),
+    'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
 }
+# Frame table: one row of unsigned 64-bit words per frame of a batched launch
+# (detect.cu, describe.cu): where that frame's results go and its scale.
+FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
+FRAME_FIELDS = len(FRAME_TABLE)
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
 EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
@@ -99,15 +103,23 @@ def preprocess_variant():
     return KernelVariant('preprocess.cu', (), EXACT_OPTIONS)
 
 
+def frame_table_defines(*fields):
+    """``FT_FIELDS`` and ``FT_<NAME>`` (word index) macros of the frame-table fields named."""
+    return (('FT_FIELDS', FRAME_FIELDS),) + tuple(
+        (f'FT_{name.upper()}', FRAME_TABLE.index(name)) for name in fields)
+
+
 def detect_variant():
     """Heatmap, NMS, scores and top-K."""
-    return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS)),
+    return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS))
+                         + frame_table_defines('count', 'keypoints', 'scores', 'scales'),
                          EXACT_OPTIONS)
 
 
 def describe_variant(desc_dim=DESCRIPTOR_SIZE):
     """Feature normalisation and bicubic descriptor sampling."""
-    return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),), EXACT_OPTIONS)
+    return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),)
+                         + frame_table_defines('count', 'descriptors'), EXACT_OPTIONS)
 
 
 def match_variant(desc_dim):
