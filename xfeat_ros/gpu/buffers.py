@@ -126,15 +126,26 @@ def batch_capacity(needed, max_batch):
     return max(min(frames, int(max_batch)), int(needed))
 
 
-class Workspace:
-    """Device buffers of one model size for up to ``frames`` frames, shared in stream order."""
+RAW_ALIGN = 256
 
-    def __init__(self, mh, mw, capacity, frames=1, desc_dim=DESCRIPTOR_SIZE):
+
+class Workspace:
+    """
+    Device buffers of one model size for up to ``frames`` frames, shared in stream order.
+
+    ``raw`` holds the frames' image bytes as uploaded (frame f at
+    ``f * raw_stride``), ``image`` the decoded network input [frames, 1, mh, mw].
+    """
+
+    def __init__(self, mh, mw, capacity, frames=1, desc_dim=DESCRIPTOR_SIZE, raw_stride=0):
         """Allocate the network input/outputs and detection scratch for ``mh x mw``."""
         cupy = cupy_module()
         h, w = mh // 8, mw // 8
         self.model_hw = (mh, mw)
         self.frames = int(frames)
+        self.raw_stride = 0
+        self.raw = None
+        self.grow_raw(raw_stride)
         self.image = cupy.empty((frames, 1, mh, mw), dtype=cupy.float32)
         self.feats = cupy.empty((frames, desc_dim, h, w), dtype=cupy.float32)
         self.logits = cupy.empty((frames, 65, h, w), dtype=cupy.float32)
@@ -142,6 +153,22 @@ class Workspace:
         self.feats_hwc = cupy.empty((frames, h, w, desc_dim), dtype=cupy.float32)
         self.detect = ops.alloc_detect_buffers(mh, mw, capacity, frames)
         self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
+
+    def grow_raw(self, nbytes, keep=0):
+        """Make every frame's raw row hold ``nbytes``; the first ``keep`` rows move along."""
+        stride = -(-int(nbytes) // RAW_ALIGN) * RAW_ALIGN
+        if stride <= self.raw_stride:
+            return
+        old, old_stride = self.raw, self.raw_stride
+        self.raw_stride = stride
+        self.raw = cupy_module().empty(self.frames * stride, dtype=np.uint8)
+        for row in range(keep):  # device copies on the current stream, in order
+            self.raw[row * stride:row * stride + old_stride] = \
+                old[row * old_stride:(row + 1) * old_stride]
+
+    def raw_row(self, row):
+        """Device pointer of frame ``row``'s raw bytes."""
+        return self.raw.data.ptr + row * self.raw_stride
 
     def outputs(self, frames):
         """Backbone output views ``(feats, logits, reliability)`` of the first ``frames``."""

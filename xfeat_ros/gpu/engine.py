@@ -4,13 +4,15 @@
 The GPU frame engine: same contract as :class:`xfeat_ros.engine.CpuEngine`.
 
 Everything of a frame runs on the device, on one CUDA stream; ``submit``
-enqueues the frame's upload and decode at once and defers the rest, so that
-all frames of one model size submitted before the next synchronization share
-one backbone call and one launch of each detection kernel::
+enqueues the frame's upload at once and defers the rest, so that all frames
+of one model size submitted before the next synchronization share one
+backbone call and one launch of each kernel::
 
-    submit:  raw bytes -> pinned staging (per slot) -> device (async copy)
-               -> decode + resize (preprocess.cu) into row b of the size's batch
-    flush:   per model size, B frames: frame table (pinned -> device)
+    submit:  raw bytes -> pinned staging (per slot) -> row b of the size's raw
+               bytes on the device (async copy)
+    flush:   per model size, B frames: decode + resize (preprocess.cu, one
+               launch when the frames share their layout) -> frame table
+               (pinned -> device)
                -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
                -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
                   for all B frames; results into each slot through the table)
@@ -37,6 +39,7 @@ staging and raw buffers grow only, slots grow when ``top_k`` grows.
 
 from collections import deque, OrderedDict
 import logging
+import time
 
 import numpy as np
 
@@ -106,11 +109,11 @@ class GpuEngine:
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
-        self._raw = None
         self._scratch = ops.MatchScratch()
         self._pair_slots = [None, None]  # match_features' descriptor uploads
         self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
         self.last_flush_marks = []
+        self.last_group_seconds = {}  # host seconds of submit_group: 'stage', 'enqueue'
         from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -159,20 +162,16 @@ class GpuEngine:
             self.backbone.release(old.image)
         if ws is None or ws.frames < frames or ws.detect.capacity < self.top_k:
             size = batch_capacity(max(frames, ws.frames if ws else 1), self.max_batch)
-            new = Workspace(mh, mw, self.top_k, size, self.desc_dim)
+            new = Workspace(mh, mw, self.top_k, size, self.desc_dim,
+                            ws.raw_stride if ws else 0)
             if ws is not None:
                 pending = len(self._pending.get((mh, mw), ()))
-                if pending:  # decoded rows waiting for the backbone move along
-                    new.image[:pending] = ws.image[:pending]
+                if pending:  # uploaded rows waiting for their flush move along
+                    new.raw[:pending * ws.raw_stride] = ws.raw[:pending * ws.raw_stride]
                 self.backbone.release(ws.image)
             ws = self._workspaces[(mh, mw)] = new
         self._workspaces.move_to_end((mh, mw))
         return ws
-
-    def _raw_buffer(self, nbytes):
-        if self._raw is None or self._raw.size < nbytes:
-            self._raw = self.cupy.empty(nbytes, dtype=self.cupy.uint8)
-        return self._raw
 
     def _launch(self, cache, key, enqueue):
         """
@@ -220,15 +219,30 @@ class GpuEngine:
                             frames)
         self._mark(self.last_flush_marks, 'describe')
 
+    def _decode(self, ws, batch):
+        """Decode the batch's raw rows into ``ws.image`` (one launch if one layout)."""
+        frames = len(batch)
+        layouts = {frame[1:] for frame in batch}
+        if len(layouts) == 1:
+            _, height, width, info, step, big_endian = batch[0]
+            ops.decode_frames(ws.raw, ws.raw_stride, info, height, width, step, big_endian,
+                              ws.image, self.stream, frames)
+        else:
+            for row, (_, height, width, info, step, big_endian) in enumerate(batch):
+                ops.decode_resize(ws.raw[row * ws.raw_stride:], info, height, width, step,
+                                  big_endian, ws.image[row], self.stream)
+        self._mark(self.last_flush_marks, 'decode')
+
     def _run_batch(self, ws, batch):
-        """Enqueue backbone, detection and description of a batch ``[(slot, h, w)]``."""
+        """Enqueue decode, backbone, detection and description of a batch."""
         cupy = self.cupy
         stream = self.stream
         frames = len(batch)
         mh, mw = ws.model_hw
         k = self.top_k
+        self._decode(ws, batch)
         rows = ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
-                                      w / mw, h / mh) for s, h, w in batch])
+                                      w / mw, h / mh) for s, h, w, _, _, _ in batch])
         self._tables.upload(rows, stream)
         self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
         self._mark(self.last_flush_marks, 'backbone')
@@ -237,7 +251,7 @@ class GpuEngine:
                          lambda: self._detect_describe(ws, frames, k))
         else:
             ops.memset_async(ws.detect.counts[:frames], 0, stream)
-            for slot, _, _ in batch:
+            for slot, *_ in batch:
                 ops.memset_async(slot.count, 0, stream)
         counts = PinnedBuffer(4 * frames, np.int32)
         copy_async(counts.ptr, ws.detect.counts.data.ptr, 4 * frames,
@@ -247,7 +261,7 @@ class GpuEngine:
         copied = cupy.cuda.Event(disable_timing=True)
         copied.record(stream)
         self._in_flight.append((copied, counts))
-        for f, (slot, _, _) in enumerate(batch):
+        for f, (slot, *_) in enumerate(batch):
             slot.count_ref = (counts, f)
             slot.pending = False
             slot.marks.extend(self.last_flush_marks)
@@ -292,51 +306,58 @@ class GpuEngine:
         """Tell whether ``slot`` waits in a batch or in a queued match."""
         return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
 
-    # -- the contract ---------------------------------------------------------------------------
-
-    def submit(self, msg, slot):
-        """
-        Take ``msg`` into ``slot``: upload and decode now, the rest at the next flush.
-
-        Raises the typed :class:`xfeat_ros.errors.ImageError` family before
-        anything is enqueued. Never synchronizes (except to reuse the slot's
-        own staging buffer while its previous upload is still in flight).
-        """
+    def _stage(self, msg, slot):
+        """Validate ``msg`` and copy its bytes into ``slot``'s pinned staging buffer."""
         data = message_bytes(msg.data)
         height, width, step = msg.height, msg.width, msg.step
         info = validate_layout(msg.encoding, height, width, step, data.size)
         mh, mw = model_size(height, width)
         if self._waiting(slot):
             self.flush()
-        batch = self._pending.get((mh, mw))
+        with self.cupy.cuda.Device(self.gpu), self.stream:
+            self._fit_slot(slot)
+            staging = slot.staging_for(data.size)
+        staging.array[:data.size] = data
+        return (mh, mw), (slot, int(height), int(width), info, int(step),
+                          bool(msg.is_bigendian)), data.size
+
+    def _enqueue_upload(self, size, frame, nbytes):
+        """Upload a staged frame into the next raw row of its model size's batch."""
+        cupy = self.cupy
+        slot = frame[0]
+        batch = self._pending.get(size)
         if batch is not None and len(batch) >= self.max_batch:
             self.flush()
             batch = None
-        cupy = self.cupy
-        stream = self.stream
-        with cupy.cuda.Device(self.gpu), stream:
-            self._fit_slot(slot)
-            ws = self._workspace(mh, mw, 1 + (len(batch) if batch else 0))
-            batch = self._pending.setdefault((mh, mw), [])
-            row = len(batch)
+        with cupy.cuda.Device(self.gpu), self.stream:
+            ws = self._workspace(*size, 1 + (len(batch) if batch else 0))
+            ws.grow_raw(nbytes, keep=len(batch) if batch else 0)
+            batch = self._pending.setdefault(size, [])
             slot.marks = []
             self._mark(slot.marks, 'start')
-            staging = slot.staging_for(data.size)
-            staging.array[:data.size] = data
-            raw = self._raw_buffer(data.size)
-            copy_async(raw.data.ptr, staging.ptr, data.size,
-                       cupy.cuda.runtime.memcpyHostToDevice, stream)
-            slot.uploaded.record(stream)
+            copy_async(ws.raw_row(len(batch)), slot.staging.ptr, nbytes,
+                       cupy.cuda.runtime.memcpyHostToDevice, self.stream)
+            slot.uploaded.record(self.stream)
             slot.upload_pending = True
             self._mark(slot.marks, 'upload')
-            ops.decode_resize(raw, info, height, width, step, bool(msg.is_bigendian),
-                              ws.image[row], stream)
-            self._mark(slot.marks, 'decode')
-            batch.append((slot, int(height), int(width)))
+            batch.append(frame)
         slot.submitted = True
         slot.pending = True
         slot.matched = False
-        slot.image_hw = (int(height), int(width))
+        slot.image_hw = frame[1:3]
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def submit(self, msg, slot):
+        """
+        Take ``msg`` into ``slot``: upload now, decode and the rest at the next flush.
+
+        Raises the typed :class:`xfeat_ros.errors.ImageError` family before
+        anything is enqueued. Never synchronizes (except to reuse the slot's
+        own staging buffer while its previous upload is still in flight).
+        """
+        size, frame, nbytes = self._stage(msg, slot)
+        self._enqueue_upload(size, frame, nbytes)
 
     def submit_match(self, previous, slot):
         """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
@@ -349,29 +370,38 @@ class GpuEngine:
                 self._enqueue_match(previous, slot, self.tensor_cores)
         slot.matched = True
 
-    def submit_group(self, msgs, slots, previous=None):
+    def submit_group(self, msgs, slots, previous=None, chain=False, start_event=None):
         """
         Submit ``msgs`` into ``slots`` (same length) as one group, then flush.
 
-        Frames of one model size share one backbone call (up to
-        ``max_batch``). With ``previous`` (a submitted slot or None), each
-        frame is also matched against the one before it: the first against
-        ``previous``, frame i against frame i - 1. Typed errors of a message
-        are raised before anything of that message is enqueued; frames before
-        it stay submitted (and are flushed).
+        Every message is validated and copied into its slot's pinned staging
+        buffer first, then all uploads are enqueued back to back and the group
+        is flushed: frames of one model size share one decode launch, one
+        backbone call and one launch of each detection kernel (up to
+        ``max_batch`` frames). With ``chain``, frame i is also matched against
+        frame i - 1 and the first frame against ``previous`` (a submitted slot)
+        when given. ``start_event`` (a CUDA event), if given, is recorded on
+        the stream after the host copies and before the first upload (device
+        time of the group without the host's copies). A typed error of a
+        message is raised before anything of the group is enqueued.
         """
         if len(msgs) != len(slots):
             raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')
         if len({id(s) for s in slots}) != len(slots):
             raise ValueError('a slot appears twice in one group')
-        try:
-            for msg, slot in zip(msgs, slots):
-                self.submit(msg, slot)
-                if previous is not None:
-                    self.submit_match(previous, slot)
-                    previous = slot
-        finally:
-            self.flush()
+        t0 = time.perf_counter()
+        staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
+        if start_event is not None:
+            start_event.record(self.stream)
+        t1 = time.perf_counter()
+        for size, frame, nbytes in staged:
+            self._enqueue_upload(size, frame, nbytes)
+        if chain:
+            for before, slot in zip([previous] + list(slots[:-1]), slots):
+                if before is not None:
+                    self.submit_match(before, slot)
+        self.flush()
+        self.last_group_seconds = {'stage': t1 - t0, 'enqueue': time.perf_counter() - t1}
 
     def match_features(self, features0, features1):
         """

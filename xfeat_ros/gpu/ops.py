@@ -103,26 +103,33 @@ def count_args(count):
 
 # -- preprocess -----------------------------------------------------------------------------
 
-def decode_resize(raw, info, height, width, step, big_endian, out, stream):
+def decode_frames(raw, raw_stride, info, height, width, step, big_endian, out, stream,
+                  frames=1):
     """
-    Decode raw image bytes and resize to model size.
+    Decode ``frames`` images of one layout and resize them to model size, one launch.
 
-    ``raw`` uint8 device bytes (at least ``step * height``), ``info`` the
-    :class:`xfeat_ros.decode.EncodingInfo` of the encoding, ``out`` float32
-    [mh, mw] (or [1, 1, mh, mw]) device array receiving grey in [0, 1].
+    ``raw`` uint8 device bytes, frame f at ``f * raw_stride`` (each at least
+    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.decode.EncodingInfo`
+    of the encoding, ``out`` float32 [frames, mh, mw] (or [frames, 1, mh, mw])
+    device array receiving grey in [0, 1].
     """
     mh, mw = out.shape[-2:]
     colour = 1 if info.colour else 0
     offsets = info.colour if info.colour else (0, 0, 0)
     kernel = function(kernels.preprocess_module(_device_id()), 'decode_resize')
-    grid = (blocks(mw, BLOCK_2D[0]), blocks(mh, BLOCK_2D[1]))
-    args = (raw, np.int32(height), np.int32(width), np.int32(step),
+    grid = (blocks(mw, BLOCK_2D[0]), blocks(mh, BLOCK_2D[1]), int(frames))
+    args = (raw, np.int64(raw_stride), np.int32(height), np.int32(width), np.int32(step),
             np.int32(info.pixel_bytes), np.int32(info.bytes_per_channel == 2),
             np.int32(colour), np.int32(offsets[0]), np.int32(offsets[1]),
             np.int32(offsets[2]), np.int32(bool(big_endian)), np.int32(mh), np.int32(mw),
             np.float32(height / mh), np.float32(width / mw), out)
     with stream:
         kernel(grid, BLOCK_2D, args)
+
+
+def decode_resize(raw, info, height, width, step, big_endian, out, stream):
+    """Decode one image's raw bytes and resize it to model size (see :func:`decode_frames`)."""
+    decode_frames(raw, 0, info, height, width, step, big_endian, out, stream, 1)
 
 
 # -- frame tables ---------------------------------------------------------------------------
@@ -484,6 +491,9 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     if bound0 == 0 or bound1 == 0:
         memset_async(out.count, 0, stream)
         return
+    # the tensor-core kernels read rows as float4: 16-byte aligned buffers only
+    tensor_cores = bool(tensor_cores) and not (side0.buffer.data.ptr % 16
+                                               or side1.buffer.data.ptr % 16)
     views = scratch.ensure(bound0, bound1)
     _cupy().cuda.runtime.memsetAsync(views.best_row.data.ptr, 0, views.nbytes, stream.ptr)
     module = kernels.match_module(int(width), _device_id())
