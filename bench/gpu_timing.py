@@ -66,7 +66,7 @@ def median_ms(values):
 
 
 def time_ours(engine, msgs, group, frames, warmup):
-    """Groups of ``group`` frames through submit_group + results; per-frame medians."""
+    """Time groups of ``group`` frames through submit_group + results; per-frame medians."""
     cupy = engine.cupy
     sets = [[engine.alloc_slot() for _ in range(group)] for _ in range(2)]
     start, end = cupy.cuda.Event(), cupy.cuda.Event()

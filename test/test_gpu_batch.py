@@ -60,7 +60,7 @@ def stream(cp):
 
 @pytest.fixture(scope='module')
 def engine(weights_npz):
-    """One batched GPU engine (module scope: graphs are captured once)."""
+    """Build one batched GPU engine, module-scoped so that graphs are captured once."""
     if REASON is not None:
         pytest.skip(f'needs CuPy and a CUDA device: {REASON}')
     from xfeat_ros.gpu.engine import create_gpu_engine
@@ -173,7 +173,7 @@ def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores):
 
 
 def near_ties(rng, n0, n1, width, eps):
-    """Sets whose best and second-best similarities differ by about ``eps`` (and exact ties)."""
+    """Build sets whose best and runner-up similarities differ by about ``eps`` (and ties)."""
     d0 = unit_rows(rng, n0, width)
     d1 = unit_rows(rng, n1, width)
     for i in range(min(n0, n1 // 3)):
