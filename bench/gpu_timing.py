@@ -193,39 +193,43 @@ def parts_breakdown(engine, msgs):
 
 
 def backbone_kernels(weights, groups=(1, 8), steps=10):
-    """Top CUDA kernels of the default folded FP32 backbone (torch.profiler)."""
+    """Top CUDA kernels of the default backbone's forward, run eagerly (torch.profiler)."""
     import torch
-    from xfeat_ros.gpu.backbone import exact_convolutions, fold_for_inference
-    from xfeat_ros.model import XFeatNet
-    net = fold_for_inference(XFeatNet.from_weights(weights), torch).cuda().eval()
+    from xfeat_ros.gpu.backbone import TorchBackbone
+    backbone = TorchBackbone(weights, 0, cuda_graphs=False)
     tables = {}
     for group in groups:
         x = torch.rand(group, 1, 480, 640, device='cuda')
-        with torch.no_grad(), exact_convolutions(torch, False):
+        binding = SimpleNamespace(image=x, feats=torch.empty(group, 64, 60, 80, device='cuda'),
+                                  logits=torch.empty(group, 65, 60, 80, device='cuda'),
+                                  reliability=torch.empty(group, 1, 60, 80, device='cuda'))
+        with torch.no_grad(), backbone._cudnn():
             for _ in range(3):
-                net(x)
+                backbone._forward_into(binding)
             torch.cuda.synchronize()
             with torch.profiler.profile(
                     activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 for _ in range(steps):
-                    net(x)
+                    backbone._forward_into(binding)
                 torch.cuda.synchronize()
         tables[f'{group} frames, {steps} forwards'] = prof.key_averages().table(
             sort_by='self_cuda_time_total', row_limit=25, max_name_column_width=90)
     return tables
 
 
+PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False}
 VARIANTS = {
-    'default': {},
-    'cudnn_benchmark': {'cudnn_benchmark': True},
-    'fused_relu': {'fused_relu': True},
-    'parallel_heads': {'parallel_heads': True},
-    'fused+parallel': {'fused_relu': True, 'parallel_heads': True},
-    'fused+parallel+bench': {'fused_relu': True, 'parallel_heads': True,
-                             'cudnn_benchmark': True},
-    'channels_last+bench': {'channels_last': True, 'cudnn_benchmark': True},
+    'plain (folded BN only)': PLAIN,
+    'fused_relu': {**PLAIN, 'fused_relu': True},
+    'parallel_heads': {**PLAIN, 'parallel_heads': True},
+    'fused_scales': {**PLAIN, 'fused_scales': True},
+    'defaults (all three)': {},
+    'defaults + cudnn_benchmark': {'cudnn_benchmark': True},
+    'plain + channels_last + cudnn_benchmark': {**PLAIN, 'channels_last': True,
+                                                'cudnn_benchmark': True},
     'fp16 (not parity)': {'precision': 'fp16'},
 }
+PROFILE_STEPS = ('parts', 'kernels', 'variants')
 
 
 def backbone_variants(weights, msgs, shared):
@@ -362,8 +366,9 @@ def main(argv=None):
     parser.add_argument('--images', type=int, default=8)
     parser.add_argument('--out', default='')
     parser.add_argument('--skip-upstream', action='store_true')
-    parser.add_argument('--profile', action='store_true',
-                        help='also: device time per part, backbone kernels and options')
+    parser.add_argument('--profile', nargs='?', const=','.join(PROFILE_STEPS), default='',
+                        help='also (comma list, default all): parts (device time per part), '
+                             'kernels (backbone kernels), variants (backbone options)')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
     sys.path.insert(0, str(REPO))
@@ -391,20 +396,21 @@ def main(argv=None):
     results['golden parity (default)'] = golden_parity(engine, shared)
     results['golden parity (one group)'] = golden_parity(engine, shared, grouped=True)
     save()
-    if args.profile:
-        for label, step in (('parts', lambda: parts_breakdown(engine, msgs)),
-                            ('backbone kernels', lambda: backbone_kernels(weights)),
-                            ('backbone variants', lambda: backbone_variants(weights, msgs,
-                                                                            shared))):
-            try:
-                results[label] = step()
-            except Exception as exc:  # noqa: B902 - a profiling step must not cost the others
-                LOG.exception('profile step %s failed: %s', label, exc)
-                continue
-            if label == 'backbone kernels':
-                for name, text in results.pop(label).items():
-                    print(f'== backbone kernels, {name}\n{text}')
-            save()
+    wanted = [step for step in args.profile.split(',') if step]
+    steps = {'parts': ('parts', lambda: parts_breakdown(engine, msgs)),
+             'kernels': ('backbone kernels', lambda: backbone_kernels(weights)),
+             'variants': ('backbone variants', lambda: backbone_variants(weights, msgs,
+                                                                         shared))}
+    for label, step in (steps[name] for name in wanted if name in steps):
+        try:
+            results[label] = step()
+        except Exception as exc:  # noqa: B902 - a profiling step must not cost the others
+            LOG.exception('profile step %s failed: %s', label, exc)
+            continue
+        if label == 'backbone kernels':
+            for name, text in results.pop(label).items():
+                print(f'== backbone kernels, {name}\n{text}')
+        save()
     if not args.skip_upstream:
         xfeat = load_upstream(args.upstream, shared / 'models' / 'xfeat_backbone.pt', 4096)
         for group in (1, 8):

@@ -20,7 +20,8 @@
 //       i matches j = best_row[i] when best_col[j] == i and, if use_min, the
 //       similarity is strictly above min_cossim; written in increasing i
 //       (ordered compaction by block scan), count to match_count.
-//       Thread mapping: one block of 1024 threads looping over chunks of rows.
+//       Thread mapping: one block of 1024 threads; thread t owns COLLECT_ROWS
+//       consecutive rows of each chunk of 1024 * COLLECT_ROWS rows.
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself. Descriptors
@@ -48,8 +49,9 @@
 //   Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
 //   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
 //   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
-//   streamed through shared memory in chunks of TC_K = 32 (rows padded to 36
-//   words: conflict-free fragment reads).
+//   streamed through shared memory in chunks of TC_K = 64 (32 where DESC_DIM is
+//   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
+//   every load of a chunk issued before the first use.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
 // 128 for e.g. ALIKED); a matcher handles exactly that width.
@@ -65,9 +67,15 @@
 #define KCHUNK 32
 #define MATCH_THREADS 256
 #define COLLECT_THREADS 1024
+#define COLLECT_ROWS 4
 #define TC_THREADS 256
+#if DESC_DIM % 64 == 0
+#define TC_K 64
+#else
 #define TC_K 32
+#endif
 #define TC_STRIDE (TC_K + 4)
+#define TC_LOADS (TILE * (TC_K / 4) / TC_THREADS)
 
 typedef unsigned long long u64;
 
@@ -244,28 +252,39 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
         }
     }
     for (int k0 = 0; k0 < DESC_DIM; k0 += TC_K) {
-        // 64 rows x 32 floats per side = 512 float4; two per thread per side
-        for (int e = tid; e < TILE * (TC_K / 4); e += TC_THREADS) {
+        // 64 rows x TC_K floats per side; TC_LOADS float4 per thread per side, all
+        // issued before the first is stored (one memory latency per chunk)
+        float4 va[TC_LOADS];
+        float4 vb[TC_LOADS];
+#pragma unroll
+        for (int l = 0; l < TC_LOADS; ++l) {
+            const int e = tid + l * TC_THREADS;
             const int r = e / (TC_K / 4);
             const int c4 = (e - r * (TC_K / 4)) * 4;
-            float4 va = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float4 vb = va;
+            va[l] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            vb[l] = va[l];
             if (i_base + r < n0) {
-                va = *reinterpret_cast<const float4*>(d0 + (long long)(i_base + r) * DESC_DIM
-                                                      + k0 + c4);
+                va[l] = *reinterpret_cast<const float4*>(
+                    d0 + (long long)(i_base + r) * DESC_DIM + k0 + c4);
             }
             if (j_base + r < n1) {
-                vb = *reinterpret_cast<const float4*>(d1 + (long long)(j_base + r) * DESC_DIM
-                                                      + k0 + c4);
+                vb[l] = *reinterpret_cast<const float4*>(
+                    d1 + (long long)(j_base + r) * DESC_DIM + k0 + c4);
             }
-            As[r][c4] = to_tf32(va.x);
-            As[r][c4 + 1] = to_tf32(va.y);
-            As[r][c4 + 2] = to_tf32(va.z);
-            As[r][c4 + 3] = to_tf32(va.w);
-            Bs[r][c4] = to_tf32(vb.x);
-            Bs[r][c4 + 1] = to_tf32(vb.y);
-            Bs[r][c4 + 2] = to_tf32(vb.z);
-            Bs[r][c4 + 3] = to_tf32(vb.w);
+        }
+#pragma unroll
+        for (int l = 0; l < TC_LOADS; ++l) {
+            const int e = tid + l * TC_THREADS;
+            const int r = e / (TC_K / 4);
+            const int c4 = (e - r * (TC_K / 4)) * 4;
+            As[r][c4] = to_tf32(va[l].x);
+            As[r][c4 + 1] = to_tf32(va[l].y);
+            As[r][c4 + 2] = to_tf32(va[l].z);
+            As[r][c4 + 3] = to_tf32(va[l].w);
+            Bs[r][c4] = to_tf32(vb[l].x);
+            Bs[r][c4 + 1] = to_tf32(vb[l].y);
+            Bs[r][c4 + 2] = to_tf32(vb[l].z);
+            Bs[r][c4 + 3] = to_tf32(vb[l].w);
         }
         __syncthreads();
 #pragma unroll
@@ -495,27 +514,40 @@ mnn_collect(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
         s_base = 0;
     }
     __syncthreads();
-    for (int start = 0; start < n0; start += COLLECT_THREADS) {
-        const int i = start + threadIdx.x;
-        unsigned int flag = 0u;
-        int j = 0;
-        float s = 0.0f;
-        if (i < n0) {
-            const u64 key = best_row[i];
-            if (key != 0ull) {
-                j = unpack_index(key);
-                s = from_orderable((unsigned int)(key >> 32));
-                if (j < n1 && unpack_index(best_col[j]) == i && (!use_min || s > min_cossim)) {
-                    flag = 1u;
+    for (int start = 0; start < n0; start += COLLECT_THREADS * COLLECT_ROWS) {
+        const int first = start + threadIdx.x * COLLECT_ROWS;
+        u64 keys[COLLECT_ROWS];
+#pragma unroll
+        for (int q = 0; q < COLLECT_ROWS; ++q) {  // independent loads, all in flight
+            keys[q] = first + q < n0 ? best_row[first + q] : 0ull;
+        }
+        int cols[COLLECT_ROWS];
+        unsigned int own = 0u;
+#pragma unroll
+        for (int q = 0; q < COLLECT_ROWS; ++q) {
+            cols[q] = -1;
+            if (keys[q] != 0ull) {
+                const int j = unpack_index(keys[q]);
+                const float s = from_orderable((unsigned int)(keys[q] >> 32));
+                if (j < n1 && unpack_index(best_col[j]) == first + q
+                    && (!use_min || s > min_cossim)) {
+                    cols[q] = j;
+                    ++own;
                 }
             }
         }
-        const unsigned int incl = block_inclusive_scan(flag, warp_sums);
-        const int out = s_base + (int)(incl - flag);
-        if (flag && out < capacity) {
-            idx0[out] = i;
-            idx1[out] = j;
-            sim[out] = s;
+        const unsigned int incl = block_inclusive_scan(own, warp_sums);
+        int out = s_base + (int)(incl - own);
+#pragma unroll
+        for (int q = 0; q < COLLECT_ROWS; ++q) {
+            if (cols[q] >= 0) {
+                if (out < capacity) {
+                    idx0[out] = first + q;
+                    idx1[out] = cols[q];
+                    sim[out] = from_orderable((unsigned int)(keys[q] >> 32));
+                }
+                ++out;
+            }
         }
         __syncthreads();
         if (threadIdx.x == COLLECT_THREADS - 1) {

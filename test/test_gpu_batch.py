@@ -182,7 +182,8 @@ def near_ties(rng, n0, n1, width, eps):
             v = base + scale * unit_rows(rng, 1, width)[0]
             d1[j] = v / np.linalg.norm(v)
     d1[2::3][:min(n0, n1 // 3)] = d1[0::3][:min(n0, n1 // 3)]  # exact duplicates: ties
-    d0[n0 // 2:n0 // 2 + 4] = d0[:4]  # duplicated rows on side 0 too
+    dup = min(4, n0 // 2)
+    d0[n0 // 2:n0 // 2 + dup] = d0[:dup]  # duplicated rows on side 0 too
     return d0.astype(np.float32), d1.astype(np.float32)
 
 
@@ -382,15 +383,20 @@ def test_match_features_uses_fp32_for_long_descriptors(engine, shared_dir):
 
 # -- backbone options ----------------------------------------------------------------------------
 
+PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False}
+
+
 @pytest.mark.gpu
 @needs_gpu
-@pytest.mark.parametrize('options', [{'fused_relu': True}, {'parallel_heads': True},
-                                     {'cudnn_benchmark': True},
-                                     {'fused_relu': True, 'parallel_heads': True,
-                                      'cudnn_benchmark': True}],
-                         ids=lambda o: '+'.join(sorted(o)))
+@pytest.mark.parametrize('options', [{}, {**PLAIN, 'fused_relu': True},
+                                     {**PLAIN, 'parallel_heads': True},
+                                     {**PLAIN, 'fused_scales': True},
+                                     {'cudnn_benchmark': True}],
+                         ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
+                              'defaults+cudnn_benchmark'])
 @pytest.mark.parametrize('frames', [1, 3])
-def test_backbone_options_agree_with_default(cp, weights, shared_dir, options, frames):
+def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, frames):
+    """Every speed-up of the PyTorch backbone against the plain folded network."""
     from xfeat_ros.gpu.backbone import TorchBackbone
     pixels, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
     grey = (pixels.astype(np.float32) / 255).mean(axis=2)[:480, :640]
@@ -399,7 +405,7 @@ def test_backbone_options_agree_with_default(cp, weights, shared_dir, options, f
                                 for _ in range(frames - 1)])[:, None]
     stream = cp.cuda.Stream(non_blocking=True)
     outs = []
-    for backbone in (TorchBackbone(weights, 0), TorchBackbone(weights, 0, **options)):
+    for backbone in (TorchBackbone(weights, 0, **PLAIN), TorchBackbone(weights, 0, **options)):
         image = cp.asarray(images)
         out = tuple(poison(cp, (frames, c, 60, 80), np.float32) for c in (64, 65, 1))
         for _ in range(2):  # capture, then replay
@@ -410,6 +416,27 @@ def test_backbone_options_agree_with_default(cp, weights, shared_dir, options, f
         assert np.all(np.isfinite(got))
         scale = np.max(np.abs(want))
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('shape', [(1, 64, 60, 80), (3, 64, 36, 44), (2, 5, 8, 12)])
+def test_fuse_scales_equals_interpolate_and_add(shape):
+    """backbone.cu's fuse_scales against F.interpolate + additions on the same GPU tensors."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from xfeat_ros.gpu import kernels
+    from xfeat_ros.gpu.backbone import launch_fuse_scales
+    kernel = ops.function(kernels.backbone_module(0), 'fuse_scales')
+    gen = torch.Generator(device='cuda').manual_seed(shape[2])
+    b, c, h, w = shape
+    x3, x4, x5 = (torch.randn(b, c, h // k, w // k, device='cuda', generator=gen)
+                  for k in (1, 2, 4))
+    want = (x3 + F.interpolate(x4, (h, w), mode='bilinear', align_corners=False)
+            + F.interpolate(x5, (h, w), mode='bilinear', align_corners=False))
+    got = launch_fuse_scales(kernel, x3, x4, x5, torch)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=2e-6)
 
 
 # -- host-only (CI) ------------------------------------------------------------------------------
@@ -475,3 +502,15 @@ def test_bind_by_shape_with_a_batch():
 def test_unused_imports_are_real():
     """The shared helpers imported from the other GPU test modules exist (CI guard)."""
     assert callable(image_msg) and callable(read_image)
+
+
+@pytest.mark.parametrize('workers', [1, 3])
+def test_host_copier_copies_every_piece(workers):
+    from xfeat_ros.gpu.buffers import COPY_PIECE, HostCopier
+    rng = np.random.default_rng(workers)
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in (10, COPY_PIECE * 3 + 17, 0)]
+    targets = [np.zeros(n + 5, np.uint8) for n in (10, COPY_PIECE * 3 + 17, 0)]
+    HostCopier(workers).copy([(t[:s.size], s) for t, s in zip(targets, sources)])
+    for t, src in zip(targets, sources):
+        np.testing.assert_array_equal(t[:src.size], src)
+        assert not t[src.size:].any()

@@ -39,6 +39,8 @@ PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
 LOGIT_CHANNELS = 65
 WARMUP_RUNS = 3
+FUSE_THREADS = 256
+FUSE_MAX_BLOCKS = 4096
 
 
 def buffer_key(image, outputs):
@@ -159,33 +161,65 @@ def fold_for_inference(net, torch, fused_relu=False):
     return net.eval()
 
 
-def forward_parallel_heads(net, image, side, torch):
+def launch_fuse_scales(kernel, x3, x4, x5, torch):
     """
-    :meth:`xfeat_ros.model.XFeatNet.forward` with the keypoint head on stream ``side``.
+    ``(x3 + up(x4)) + up(x5)`` in one launch of ``backbone.cu``'s ``fuse_scales``.
 
-    The keypoint head depends only on the normalised image, so it runs beside
-    blocks 1-5, the fusion and the heatmap head (a fork and a join that a
-    CUDA graph keeps as two parallel branches). Same operations, same results.
+    On PyTorch's current stream (so inside a CUDA graph capture when one is
+    under way); the output comes from PyTorch's allocator (the graph's pool).
+    """
+    import cupy
+    x3, x4, x5 = (x.contiguous() for x in (x3, x4, x5))
+    out = torch.empty_like(x3)
+    planes = x3.shape[0] * x3.shape[1]
+    (height, width), (h4, w4), (h5, w5) = x3.shape[-2:], x4.shape[-2:], x5.shape[-2:]
+    total = planes * height * width
+    blocks = max(1, min((total + FUSE_THREADS - 1) // FUSE_THREADS, FUSE_MAX_BLOCKS))
+    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        kernel((blocks,), (FUSE_THREADS,),
+               (np.uint64(x3.data_ptr()), np.uint64(x4.data_ptr()), np.uint64(x5.data_ptr()),
+                np.int32(planes), np.int32(height), np.int32(width), np.int32(h4),
+                np.int32(w4), np.int32(h5), np.int32(w5), np.uint64(out.data_ptr())))
+    return out
+
+
+def forward_folded(net, image, torch, side=None, fuse=None):
+    """
+    :meth:`xfeat_ros.model.XFeatNet.forward`, with two optional speed-ups.
+
+    ``side`` (a CUDA stream): the keypoint head, which depends only on the
+    normalised image, runs there beside blocks 1-5, the fusion and the heatmap
+    head (a fork and a join that a CUDA graph keeps as parallel branches).
+    ``fuse`` (``fuse(x3, x4, x5)``): the two bilinear resizes and two additions
+    before the fusion block in one kernel (:func:`launch_fuse_scales`).
+    Same operations otherwise, same results up to rounding.
     """
     import torch.nn.functional as F  # noqa: N812
     main = torch.cuda.current_stream()
     x = net.norm(image)
-    side.wait_stream(main)
-    with torch.cuda.stream(side):
-        logits = net.keypoint_head(net.unfold8(x))
-    x.record_stream(side)
+    if side is not None:
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            logits = net.keypoint_head(net.unfold8(x))
+        x.record_stream(side)
     x1 = net.block1(x)
     x2 = net.block2(x1 + net.skip1(x))
     x3 = net.block3(x2)
     x4 = net.block4(x3)
     x5 = net.block5(x4)
-    size = x3.shape[-2:]
-    x4 = F.interpolate(x4, size, mode='bilinear', align_corners=False)
-    x5 = F.interpolate(x5, size, mode='bilinear', align_corners=False)
-    feats = net.block_fusion(x3 + x4 + x5)
+    if fuse is not None:
+        fused = fuse(x3, x4, x5)
+    else:
+        size = x3.shape[-2:]
+        fused = (x3 + F.interpolate(x4, size, mode='bilinear', align_corners=False)
+                 + F.interpolate(x5, size, mode='bilinear', align_corners=False))
+    feats = net.block_fusion(fused)
     reliability = net.heatmap_head(feats)
-    main.wait_stream(side)
-    logits.record_stream(main)
+    if side is not None:
+        main.wait_stream(side)
+        logits.record_stream(main)
+    else:
+        logits = net.keypoint_head(net.unfold8(x))
     return feats, logits, reliability
 
 
@@ -214,9 +248,13 @@ class TorchBackbone:
     a short warm-up and replayed on every later call, which removes
     PyTorch's per-op launch overhead; all graphs of a backbone share one
     memory pool (their replays never overlap: one stream).
-    ``fused_relu=True`` runs conv + bias + ReLU as one cuDNN call per layer;
-    ``parallel_heads=True`` runs the keypoint head on a second stream beside
-    the rest (:func:`forward_parallel_heads`).
+    Speed-ups (all on by default, each measured on an H200 in
+    ``bench/NOTES.md``; same results up to rounding, golden parity kept):
+    ``fused_relu`` runs conv + bias + ReLU as one cuDNN call per layer;
+    ``parallel_heads`` runs the keypoint head on a second stream beside the
+    rest; ``fused_scales`` adds the three feature scales in one kernel of
+    ``kernels/backbone.cu`` (:func:`forward_folded`). The last two need
+    ``fold=True`` (and ``fused_scales`` CuPy, else it is left off).
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -227,8 +265,8 @@ class TorchBackbone:
     name = 'pytorch'
 
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
-                 cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=False,
-                 parallel_heads=False):
+                 cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
+                 parallel_heads=True, fused_scales=True):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -249,7 +287,10 @@ class TorchBackbone:
         self.cudnn_benchmark = bool(cudnn_benchmark)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.fused_relu = bool(fused_relu) and bool(fold)
-        self.parallel_heads = bool(parallel_heads)
+        self.parallel_heads = bool(parallel_heads) and bool(fold)
+        self._fuse = None
+        if fused_scales and fold and not channels_last and precision == 'fp32':
+            self._fuse = self._fuse_scales_kernel(int(gpu), torch)
         net = XFeatNet.from_weights(weights)
         if fold:
             net = fold_for_inference(net, torch, self.fused_relu)
@@ -258,6 +299,17 @@ class TorchBackbone:
         self._streams = {}
         self._pool = None  # graph memory pool shared by every captured batch/input size
         self._side = None
+
+    @staticmethod
+    def _fuse_scales_kernel(gpu, torch):
+        """Return ``fuse(x3, x4, x5)`` on ``backbone.cu`` (loaded now), or None without CuPy."""
+        try:
+            from xfeat_ros.gpu import kernels, ops
+            kernel = ops.function(kernels.backbone_module(gpu), 'fuse_scales')
+        except (ImportError, BackendError) as exc:
+            LOG.info('fused feature scales off (%s)', exc)
+            return None
+        return lambda x3, x4, x5: launch_fuse_scales(kernel, x3, x4, x5, torch)
 
     def _cudnn(self):
         return exact_convolutions(self.torch, self.cudnn_benchmark)
@@ -271,11 +323,12 @@ class TorchBackbone:
 
     def _forward_into(self, binding):
         image = binding.image.to(self.dtype, memory_format=self.memory_format)
-        if self.parallel_heads:
-            if self._side is None:
-                self._side = self.torch.cuda.Stream(device=self.device)
-            feats, logits, reliability = forward_parallel_heads(self.net, image, self._side,
-                                                                self.torch)
+        if self.parallel_heads and self._side is None:
+            self._side = self.torch.cuda.Stream(device=self.device)
+        if self.parallel_heads or self._fuse is not None:
+            feats, logits, reliability = forward_folded(
+                self.net, image, self.torch, self._side if self.parallel_heads else None,
+                self._fuse)
         else:
             feats, logits, reliability = self.net(image)
         binding.feats.copy_(feats)

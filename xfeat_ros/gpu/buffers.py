@@ -9,11 +9,15 @@ Device and pinned host buffers of the GPU engine.
 * :class:`Workspace` - the network input, backbone outputs and detection
   scratch of one model size for a batch of up to ``frames`` frames;
 * :class:`TableRing` - pinned host frame tables, uploaded in stream order
-  into one device table per engine, never overwritten while a copy is pending.
+  into one device table per engine, never overwritten while a copy is pending;
+* :class:`HostCopier` - host copies of image bytes into pinned memory, in
+  parallel pieces.
 """
 
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 import itertools
+import os
 
 import numpy as np
 
@@ -23,6 +27,8 @@ from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 
 _TOKENS = itertools.count()
 TABLE_RING = 4
+COPY_PIECE = 1 << 20  # bytes per host copy task
+COPY_WORKERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
 def cupy_module():
@@ -208,3 +214,31 @@ class TableRing:
         copy_async(self.device.data.ptr, self.host[index].ptr, rows.nbytes,
                    cupy.cuda.runtime.memcpyHostToDevice, stream)
         self.events[index].record(stream)
+
+
+class HostCopier:
+    """
+    Copy ``[(pinned view, bytes)]`` in pieces of :data:`COPY_PIECE` bytes over ``workers`` threads.
+
+    NumPy releases the GIL while it copies, so the threads copy in parallel (a
+    group's frames, or the rows of one large frame); one worker copies on the
+    calling thread.
+    """
+
+    def __init__(self, workers=None):
+        """Use ``workers`` threads (default :data:`COPY_WORKERS`), started on first use."""
+        self.workers = max(1, int(COPY_WORKERS if workers is None else workers))
+        self._pool = None
+
+    def copy(self, copies):
+        """Copy every ``(dst, src)`` pair; return when all are done."""
+        pieces = [(dst[a:a + COPY_PIECE], src[a:a + COPY_PIECE]) for dst, src in copies
+                  for a in range(0, src.size, COPY_PIECE)]
+        if self.workers <= 1 or len(pieces) <= 1:
+            for dst, src in pieces:
+                np.copyto(dst, src)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix='xfeat_gpu_copy')
+        for _ in self._pool.map(lambda pair: np.copyto(*pair), pieces):
+            pass

@@ -47,25 +47,24 @@ from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu import results as host_results
-from xfeat_ros.gpu.backbone import create_gpu_backbone, GPU_BACKENDS
+from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
-                                   PinnedBuffer, TableRing, Workspace)
+                                   HostCopier, PinnedBuffer, TableRing, Workspace)
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.weights import load_weights, resolve_weights
 
 LOG = logging.getLogger(__name__)
 
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
-AUTO_ORDER = ('tensorrt', 'pytorch')
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
 MAX_BATCH = 32
 UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
+
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
 
-__all__ = ['GpuEngine', 'GpuSlot', 'PinnedBuffer', 'copy_async', 'create_gpu_engine',
-           'message_bytes', 'select_backend', 'ENGINE_BACKENDS']
+__all__ = ['GpuEngine', 'GpuSlot', 'PinnedBuffer', 'copy_async', 'message_bytes',
+           'ENGINE_BACKENDS']
 
 
 def message_bytes(data):
@@ -80,7 +79,8 @@ class GpuEngine:
     """Frame engine on one CUDA device (see the module docstring)."""
 
     def __init__(self, backbone, gpu=0, top_k=4096, threshold=0.05, min_cossim=0.82,
-                 profile=False, graphs=True, max_batch=MAX_BATCH, tensor_cores=True):
+                 profile=False, graphs=True, max_batch=MAX_BATCH, tensor_cores=True,
+                 copy_workers=None):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
@@ -89,7 +89,9 @@ class GpuEngine:
         ``profile=True`` records CUDA events between stages (and launches
         directly). ``max_batch`` caps the frames of one backbone call (1: one
         call per frame, as before batching). ``tensor_cores=False`` matches
-        with the FP32 kernel only (same matches, slower).
+        with the FP32 kernel only (same matches, slower). ``copy_workers``
+        threads copy image bytes into pinned memory (1: on the calling thread;
+        default :data:`xfeat_ros.gpu.buffers.COPY_WORKERS`).
         """
         cupy = cupy_module()
         self.cupy = cupy
@@ -105,6 +107,7 @@ class GpuEngine:
         self.graphs = bool(graphs)
         self.max_batch = max(1, int(max_batch))
         self.tensor_cores = bool(tensor_cores)
+        self._copier = HostCopier(copy_workers)
         self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
@@ -267,25 +270,36 @@ class GpuEngine:
             slot.marks.extend(self.last_flush_marks)
             slot.done.record(stream)
 
-    def _enqueue_match(self, previous, slot, tensor_cores):
-        """Enqueue mutual-NN matching of two flushed slots and the match-count copy."""
-        views = self._scratch.ensure(previous.capacity, slot.capacity)
-        key = (previous.token, slot.token, self.min_cossim, views.best_row.data.ptr,
-               tensor_cores)
+    def _match_pair(self, previous, slot, tensor_cores):
+        """Enqueue one pair's mutual-NN matching and its match-count copy (capturable)."""
+        side0 = ops.DescriptorSet(previous.descriptors,
+                                  ops.DeviceCount(previous.count, previous.capacity),
+                                  previous.desc_dim)
+        side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
+                                  slot.desc_dim)
+        ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
+                            self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
+        self._mark(slot.marks, 'match')
+        copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
+                   self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
 
-        def enqueue():
-            side0 = ops.DescriptorSet(previous.descriptors,
-                                      ops.DeviceCount(previous.count, previous.capacity),
-                                      previous.desc_dim)
-            side1 = ops.DescriptorSet(slot.descriptors,
-                                      ops.DeviceCount(slot.count, slot.capacity), slot.desc_dim)
-            ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
-                                self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-            self._mark(slot.marks, 'match')
-            copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                       self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
-        self._launch(self._match_graphs, key, enqueue)
-        slot.done.record(self.stream)
+    def _enqueue_matches(self, pairs):
+        """
+        Enqueue the matchings ``[(previous, slot, tensor_cores)]`` in order, as one graph.
+
+        The pairs share the scratch in stream order; the graph is keyed by
+        every pair's buffers, so a repeated pattern of slots replays it.
+        """
+        rows = max(p.capacity for p, _, _ in pairs)
+        cols = max(s.capacity for _, s, _ in pairs)
+        if not self._scratch.fits(rows, cols):
+            self._scratch.ensure(rows, cols)
+        key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), self.min_cossim,
+               self._scratch.generation)
+        self._launch(self._match_graphs, key,
+                     lambda: [self._match_pair(*pair) for pair in pairs])
+        for _, slot, _ in pairs:
+            slot.done.record(self.stream)
 
     def flush(self):
         """Enqueue every waiting batch (one backbone call per model size), then queued matches."""
@@ -299,15 +313,20 @@ class GpuEngine:
                 self._run_batch(self._workspaces[size], batch)
             self._pending.clear()
             queued, self._queued = self._queued, []
-            for previous, slot, tensor_cores in queued:
-                self._enqueue_match(previous, slot, tensor_cores)
+            if queued:
+                self._enqueue_matches(queued)
 
     def _waiting(self, slot):
         """Tell whether ``slot`` waits in a batch or in a queued match."""
         return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
 
     def _stage(self, msg, slot):
-        """Validate ``msg`` and copy its bytes into ``slot``'s pinned staging buffer."""
+        """
+        Validate ``msg`` and ready ``slot``'s pinned staging buffer for its bytes.
+
+        Returns ``(model size, frame, copy)``: ``copy`` = (staging view, bytes),
+        done by the caller (:class:`HostCopier`) before the upload is enqueued.
+        """
         data = message_bytes(msg.data)
         height, width, step = msg.height, msg.width, msg.step
         info = validate_layout(msg.encoding, height, width, step, data.size)
@@ -317,9 +336,8 @@ class GpuEngine:
         with self.cupy.cuda.Device(self.gpu), self.stream:
             self._fit_slot(slot)
             staging = slot.staging_for(data.size)
-        staging.array[:data.size] = data
         return (mh, mw), (slot, int(height), int(width), info, int(step),
-                          bool(msg.is_bigendian)), data.size
+                          bool(msg.is_bigendian)), (staging.array[:data.size], data)
 
     def _enqueue_upload(self, size, frame, nbytes):
         """Upload a staged frame into the next raw row of its model size's batch."""
@@ -356,8 +374,9 @@ class GpuEngine:
         anything is enqueued. Never synchronizes (except to reuse the slot's
         own staging buffer while its previous upload is still in flight).
         """
-        size, frame, nbytes = self._stage(msg, slot)
-        self._enqueue_upload(size, frame, nbytes)
+        size, frame, copy = self._stage(msg, slot)
+        self._copier.copy([copy])
+        self._enqueue_upload(size, frame, copy[1].size)
 
     def submit_match(self, previous, slot):
         """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
@@ -367,7 +386,7 @@ class GpuEngine:
             self._queued.append((previous, slot, self.tensor_cores))
         else:
             with self.cupy.cuda.Device(self.gpu), self.stream:
-                self._enqueue_match(previous, slot, self.tensor_cores)
+                self._enqueue_matches([(previous, slot, self.tensor_cores)])
         slot.matched = True
 
     def submit_group(self, msgs, slots, previous=None, chain=False, start_event=None):
@@ -391,11 +410,12 @@ class GpuEngine:
             raise ValueError('a slot appears twice in one group')
         t0 = time.perf_counter()
         staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
+        self._copier.copy([copy for _, _, copy in staged])
         if start_event is not None:
             start_event.record(self.stream)
         t1 = time.perf_counter()
-        for size, frame, nbytes in staged:
-            self._enqueue_upload(size, frame, nbytes)
+        for size, frame, copy in staged:
+            self._enqueue_upload(size, frame, copy[1].size)
         if chain:
             for before, slot in zip([previous] + list(slots[:-1]), slots):
                 if before is not None:
@@ -432,7 +452,7 @@ class GpuEngine:
                 slot.submitted = True
                 slot.pending = False
                 sides.append(slot)
-            self._enqueue_match(sides[0], sides[1], tensor_cores)
+            self._enqueue_matches([(sides[0], sides[1], tensor_cores)])
             sides[1].matched = True
         self.synchronize()
         return self.matches(sides[1])
@@ -489,55 +509,9 @@ class GpuEngine:
         return self._fetch([slot], (kind,)).get((id(slot), kind))
 
 
-def _check_device(gpu):
-    cupy = cupy_module()
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        raise BackendError(f'no usable CUDA device: {exc}') from exc
-    if not 0 <= int(gpu) < count:
-        raise BackendError(f'no CUDA device {gpu} ({count} visible)')
-
-
-def select_backend(backend, weights, gpu=0, options=None):
-    """
-    Create the GPU backbone for ``backend`` ('auto': TensorRT, then PyTorch CUDA).
-
-    ``weights`` is a loaded weights dict; ``options`` maps a backend name to
-    keyword arguments for its class. Raises :class:`BackendError` (with every
-    reason) when none is usable.
-    """
-    if backend not in ENGINE_BACKENDS:
-        raise BackendError(f'unknown GPU backend {backend!r} (choose from {ENGINE_BACKENDS})')
-    options = options or {}
-    order = AUTO_ORDER if backend == 'auto' else (backend,)
-    reasons = []
-    for name in order:
-        try:
-            return create_gpu_backbone(name, weights, gpu, **options.get(name, {}))
-        except BackendError as exc:
-            LOG.info('GPU backend %s unavailable: %s', name, exc)
-            reasons.append(f'{name}: {exc}')
-    raise BackendError('no usable GPU backend (' + '; '.join(reasons) + ')')
-
-
-def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=4096, threshold=0.05,
-                      min_cossim=0.82, options=None, max_batch=MAX_BATCH):
-    """
-    Build a :class:`GpuEngine` for the node.
-
-    ``backend`` is one of :data:`ENGINE_BACKENDS`; ``weights`` a path ('' for
-    the lookup of :func:`xfeat_ros.weights.resolve_weights`) or a loaded dict.
-    Raises :class:`BackendError` when CuPy, the device or every candidate
-    backend is unusable (the node then falls back to the CPU engine), and
-    :class:`xfeat_ros.errors.WeightsError` for unusable weights.
-    """
-    if backend not in ENGINE_BACKENDS:
-        raise BackendError(f'unknown GPU backend {backend!r} (choose from {ENGINE_BACKENDS})')
-    _check_device(gpu)
-    if not isinstance(weights, dict):
-        weights = load_weights(resolve_weights(weights))
-    backbone = select_backend(backend, weights, gpu, options)
-    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim, max_batch=max_batch)
-    LOG.info('GPU engine: backend %s on cuda:%d (asked for %s)', engine.name, int(gpu), backend)
-    return engine
+def __getattr__(name):
+    """Return the factory functions of :mod:`xfeat_ros.gpu.factory` (kept importable here)."""
+    if name in ('create_gpu_engine', 'select_backend'):
+        from xfeat_ros.gpu import factory
+        return getattr(factory, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

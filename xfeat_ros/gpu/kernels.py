@@ -36,6 +36,7 @@ ENTRY_POINTS = {
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
     'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
+    'backbone.cu': ('fuse_scales',),
 }
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
@@ -129,9 +130,14 @@ def match_variant(desc_dim):
     return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),), BASE_OPTIONS)
 
 
+def backbone_variant():
+    """Fused elementwise steps of the PyTorch backbone (no macros)."""
+    return KernelVariant('backbone.cu', (), BASE_OPTIONS)
+
+
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
-    return ([preprocess_variant(), detect_variant(), describe_variant()]
+    return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS])
 
 
@@ -168,3 +174,9 @@ def describe_module(device_id=0, desc_dim=DESCRIPTOR_SIZE):
 def match_module(desc_dim, device_id=0):
     """Compiled ``match.cu`` for one descriptor width on a device (memoized)."""
     return _raw_module(match_variant(desc_dim), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def backbone_module(device_id=0):
+    """Compiled ``backbone.cu`` on a device (memoized)."""
+    return _raw_module(backbone_variant(), device_id)

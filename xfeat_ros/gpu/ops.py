@@ -426,13 +426,19 @@ class MatchScratch:
     def __init__(self):
         """Start empty (no CuPy needed until :meth:`ensure`)."""
         self.buffer = None
+        self.generation = 0  # changes whenever the buffer is replaced (graph cache keys)
+
+    def fits(self, rows, cols):
+        """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
+        return self.buffer is not None and self.buffer.nbytes >= 12 * (int(rows) + int(cols))
 
     def ensure(self, rows, cols):
         """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
         nbytes = 12 * (int(rows) + int(cols))
-        if self.buffer is None or self.buffer.nbytes < nbytes:
+        if not self.fits(rows, cols):
             self.buffer = cp.empty(max(nbytes, 16), dtype=cp.uint8)
+            self.generation += 1
         base = self.buffer.data
         keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
         maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
