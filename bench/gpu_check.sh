@@ -5,8 +5,9 @@
 # The one script run on the GPU machine (device tool) per call:
 #   1. installs carried wheels from .whl/ if there are any (into /tmp/site),
 #   2. runs the GPU test suite (pytest -m gpu) and the NVRTC compile test,
-#   3. runs the timing (bench/gpu_timing.py: ours at 1 and 8 frames in flight,
-#      upstream XFeat from .upstream/ side by side).
+#   3. runs the timing (bench/gpu_timing.py: ours at 1, 8 and 32 frames in
+#      flight, stage times, with TIMING_ARGS=--profile the device time per part
+#      and backbone options; upstream XFeat from .upstream/ side by side).
 # Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, carried).
 # Everything lands in $OUT: gpu.txt, pytest.log, junit_gpu.xml,
 # junit_compile.xml, gpu_parity.json, timing.log, timing.json.
@@ -37,7 +38,8 @@ export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
 rc_tests=0
 rc_timing=0
 if [[ "${WHAT}" == tests || "${WHAT}" == all ]]; then
-  python3 -m pytest -m gpu test/test_gpu_kernels.py test/test_gpu_engine.py -q -rs \
+  python3 -m pytest -m gpu test/test_gpu_kernels.py test/test_gpu_engine.py \
+    test/test_gpu_batch.py -q -rs \
     -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
   rc_tests=$?
   python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \

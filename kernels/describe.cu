@@ -1,26 +1,33 @@
 // Copyright 2026 xfeat_ros contributors
 // SPDX-License-Identifier: Apache-2.0
 //
-// describe.cu: unit-length dense features -> bicubic keypoint descriptors.
+// describe.cu: unit-length dense features -> bicubic keypoint descriptors, for a
+// batch of B frames of one model size (frame = blockIdx.y; a grid of one frame
+// is the single-frame case).
 //
 // Entry points
-//   normalize_feats(feats [DESC_DIM, h, w], h, w, feats_hwc [h, w, DESC_DIM])
+//   normalize_feats(feats [B, DESC_DIM, h, w], h, w, feats_hwc [B, h, w, DESC_DIM])
 //       L2-normalises every pixel's DESC_DIM-vector (norm clamped below by 1e-12)
 //       and transposes to channel-last, so that a descriptor tap reads one
 //       contiguous vector. Sum of squares in channel order, like NumPy's axis-0
 //       sum. Thread mapping: one block of NORM_THREADS threads per NORM_PIXELS
-//       consecutive pixels, transposed through shared memory (both sides coalesced).
-//   describe(feats_hwc, h, w, mh, mw, positions, count, capacity, descriptors)
-//       For keypoint k < min(*count, capacity) (count null: capacity) at model
-//       pixel positions[k] = y * mw + x: bicubic sample (cubic convolution,
+//       consecutive pixels of a frame (blockIdx.x), transposed through shared
+//       memory (both sides coalesced).
+//   describe(feats_hwc, h, w, mh, mw, positions, pos_stride, frames, capacity)
+//       For keypoint k < min(count, capacity) of a frame (count: the int* of its
+//       frame-table row, word FT_COUNT; null: capacity) at model pixel
+//       positions[f * pos_stride + k] = y * mw + x: bicubic sample (cubic convolution,
 //       A = -0.75, taps outside the map are zero) at upstream's position
 //       u = g w / 2 + (w - 1) / 2, g = 2 x / (mw - 1) - 1 (likewise v), accumulated row by
 //       row as the oracle does, then
-//       L2-normalised; writes descriptors [k, DESC_DIM]. Thread mapping: one warp
+//       L2-normalised; writes row k of the float* [capacity, DESC_DIM] of its
+//       frame-table row (word FT_DESCRIPTORS). Thread mapping: one warp
 //       per keypoint, lane l owns channels l, l + 32, ...; the launcher (ops.py) uses 8 warps
 //       per block; warps past the count return at once.
 //
-// Macros injected by the loader: DESC_DIM (channels; a multiple of 32, 64 for XFeat).
+// Macros injected by the loader: DESC_DIM (channels; a multiple of 32, 64 for XFeat),
+// FT_FIELDS, FT_COUNT, FT_DESCRIPTORS (frame-table layout, see detect.cu and
+// xfeat_ros.gpu.kernels.FRAME_TABLE).
 // Compiled with --fmad=false; per-element float operations use explicit
 // round-to-nearest intrinsics in the oracle's order, so the sampled vector
 // before the final normalisation equals xfeat_ros.postprocess.sample_bicubic
@@ -32,6 +39,11 @@
 #if DESC_DIM % 32 != 0
 #error "DESC_DIM must be a multiple of 32"
 #endif
+#ifndef FT_FIELDS
+#error "FT_FIELDS (frame-table layout) must be defined by the loader"
+#endif
+
+typedef unsigned long long u64;
 
 #define CH_PER_LANE (DESC_DIM / 32)
 #define NORM_PIXELS 32
@@ -82,6 +94,8 @@ normalize_feats(const float* __restrict__ feats, int h, int w, float* __restrict
     __shared__ float tile[DESC_DIM][NORM_PIXELS + 1];
     __shared__ float denom[NORM_PIXELS];
     const long long plane = (long long)h * w;
+    feats += blockIdx.y * DESC_DIM * plane;
+    feats_hwc += blockIdx.y * plane * DESC_DIM;
     const long long p0 = (long long)blockIdx.x * NORM_PIXELS;
     const int t = threadIdx.x;
     for (int e = t; e < DESC_DIM * NORM_PIXELS; e += NORM_THREADS) {
@@ -108,10 +122,15 @@ normalize_feats(const float* __restrict__ feats, int h, int w, float* __restrict
 }
 
 extern "C" __global__ void describe(const float* __restrict__ feats_hwc, int h, int w, int mh,
-                                    int mw, const int* __restrict__ positions,
-                                    const int* count, int capacity,
-                                    float* __restrict__ descriptors)
+                                    int mw, const int* __restrict__ positions, int pos_stride,
+                                    const u64* __restrict__ frames, int capacity)
 {
+    const long long frame = blockIdx.y;
+    const u64* row = frames + frame * FT_FIELDS;
+    const int* count = reinterpret_cast<const int*>(row[FT_COUNT]);
+    float* __restrict__ descriptors = reinterpret_cast<float*>(row[FT_DESCRIPTORS]);
+    feats_hwc += frame * h * w * DESC_DIM;
+    positions += frame * pos_stride;
     const int k = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
     const int lane = threadIdx.x & 31;
     const int n = count ? min(*count, capacity) : capacity;

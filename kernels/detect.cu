@@ -1,20 +1,29 @@
 // Copyright 2026 xfeat_ros contributors
 // SPDX-License-Identifier: Apache-2.0
 //
-// detect.cu: heatmap, NMS, keypoint scores and exact GPU top-K (no host round trip).
+// detect.cu: heatmap, NMS, keypoint scores and exact GPU top-K (no host round trip),
+// for a batch of B frames of one model size in one launch per step.
 //
-// Entry points (launch order for one frame; all on one stream)
+// Every entry point takes the frame from one grid dimension (named below) and
+// offsets its arrays by it: logits [B, 65, h, w], heatmap [B, mh, mw],
+// reliability [B, h, w], keys [B, capacity], count [B], hist [B, 65536],
+// sel64 [B, 2], sel32 [B, 4], selected / positions [B, sel_stride]. A grid of
+// one frame is the single-frame case.
+//
+// Entry points (launch order; all on one stream)
 //   heatmap_softmax(logits [65, h, w], h, w, heatmap [8h, 8w])
 //       softmax over the 65 logits of a cell, dustbin dropped, 8x8 pixel shuffle
 //       (value c of cell (i, j) -> row 8i + c / 8, column 8j + c % 8).
-//       Thread mapping: one thread per cell, 2-D grid of 32 x 8 blocks over (w, h).
+//       Thread mapping: one thread per cell, 2-D grid of 32 x 8 blocks over (w, h),
+//       frame = blockIdx.z.
 //   nms_score(heatmap, reliability [h, w], mh, mw, threshold, keys, count, capacity, hist)
 //       5x5 NMS (window clipped at the border, ties survive, value > threshold),
 //       score = nearest(heatmap) x bilinear(reliability) with upstream's
 //       coordinate convention, (0, 0) -> -1. Every keypoint with score > 0 is
 //       appended (atomic slot) as a 64-bit key and counted in the pass-0 radix
 //       histogram. Thread mapping: one thread per model pixel, blocks of
-//       NMS_BX x NMS_BY threads with a shared (NMS_BY + 4) x (NMS_BX + 4) tile.
+//       NMS_BX x NMS_BY threads with a shared (NMS_BY + 4) x (NMS_BX + 4) tile,
+//       frame = blockIdx.z.
 //   radix_select(hist, count, capacity, pass, top_k, sel64, sel32)      passes 0..3
 //   radix_hist(keys, count, capacity, pass, sel64, sel32, hist)         passes 1..3
 //       MSB radix select, 16 bits per pass, of the top_k-th largest key.
@@ -23,15 +32,24 @@
 //       cutoff warp, that warp the cutoff bin (warp suffix sums);
 //       radix_hist: grid-stride loop over the candidates. Both return at once
 //       when an earlier pass has settled the cutoff (sel32[1] != 0).
-//   gather_selected(keys, count, capacity, sel64, sel32, top_k, selected)
+//       Frame: radix_select blockIdx.x (one block per frame), radix_hist blockIdx.y.
+//   gather_selected(keys, count, capacity, sel64, sel32, top_k, selected, sel_stride)
 //       keys >= cutoff -> selected (warp-aggregated atomic slots; at most top_k
-//       by construction). Thread mapping: warp-aligned grid-stride loop.
-//   rank_sorted(selected, sel32, top_k, mw, rw, rh, count_out, keypoints, scores, positions)
+//       by construction). Thread mapping: warp-aligned grid-stride loop over
+//       blockIdx.x, frame = blockIdx.y.
+//   rank_sorted(selected, sel_stride, sel32, top_k, mw, frames, counts, positions)
 //       sorts the (at most top_k) selected keys by rank counting (keys are
-//       unique), writes keypoints in original pixels (x * rw, y * rh), scores
-//       and model-space positions y * mw + x, and count_out = number kept.
+//       unique), writes the frame's keypoints in original pixels (x * rw, y * rh),
+//       scores and count (number kept) through its frame-table row, the
+//       model-space positions y * mw + x, and counts[f] (if counts is not null).
 //       Thread mapping: one thread per selected key, RANK_THREADS per block,
-//       the other keys streamed through shared memory.
+//       the other keys streamed through shared memory; frame = blockIdx.y.
+//
+// Frame table (frames): FT_FIELDS unsigned 64-bit words per frame; word FT_COUNT
+// is the int* count, FT_KEYPOINTS the float* [top_k, 2], FT_SCORES the float*
+// [top_k], FT_SCALES the float bits of rw (low half) and rh (high half). The
+// outputs of one frame are its slot's own buffers, so one launch serves frames
+// whose results live anywhere.
 //
 // Key layout: (float bits of score) << 32 | (0xFFFFFFFF - (y * mw + x)). Scores
 // are > 0, so their bits order like the values; larger key = higher score,
@@ -45,7 +63,9 @@
 //   sel32[2] number gathered. Pass 0 initialises it, so nothing is reset by
 //   the host; radix_select zeroes the histogram bins it has read.
 //
-// Macros injected by the loader: CELL (8, heatmap cell side), NMS_RADIUS (2).
+// Macros injected by the loader: CELL (8, heatmap cell side), NMS_RADIUS (2),
+// FT_FIELDS, FT_COUNT, FT_KEYPOINTS, FT_SCORES, FT_SCALES (frame-table layout,
+// xfeat_ros.gpu.kernels.FRAME_TABLE).
 // Compiled with --fmad=false; float operations that must round like the NumPy
 // oracle (coordinates, weights, sums) use explicit round-to-nearest intrinsics.
 
@@ -54,6 +74,9 @@
 #endif
 #ifndef NMS_RADIUS
 #error "NMS_RADIUS must be defined by the loader"
+#endif
+#ifndef FT_FIELDS
+#error "FT_FIELDS (frame-table layout) must be defined by the loader"
 #endif
 
 #define CELL_CH (CELL * CELL)
@@ -128,6 +151,9 @@ extern "C" __global__ void heatmap_softmax(const float* __restrict__ logits, int
         return;
     }
     const long long plane = (long long)h * w;
+    const long long frame = blockIdx.z;
+    logits += frame * LOGIT_CH * plane;
+    heatmap += frame * CELL_CH * plane;
     const float* p = logits + (long long)i * w + j;
     float v[LOGIT_CH];
     float m = neg_inf();
@@ -158,6 +184,12 @@ nms_score(const float* __restrict__ heatmap, const float* __restrict__ rel, int 
     const int TW = NMS_BX + 2 * NMS_RADIUS;
     const int TH = NMS_BY + 2 * NMS_RADIUS;
     __shared__ float tile[NMS_BY + 2 * NMS_RADIUS][NMS_BX + 2 * NMS_RADIUS];
+    const long long frame = blockIdx.z;
+    heatmap += frame * mh * mw;
+    rel += frame * (mh / CELL) * (mw / CELL);
+    keys += frame * capacity;
+    count += frame;
+    hist += frame * RADIX_BINS;
     const int x0 = blockIdx.x * NMS_BX - NMS_RADIUS;
     const int y0 = blockIdx.y * NMS_BY - NMS_RADIUS;
     for (int k = threadIdx.y * NMS_BX + threadIdx.x; k < TW * TH; k += NMS_BX * NMS_BY) {
@@ -204,9 +236,15 @@ extern "C" __global__ void radix_hist(const u64* __restrict__ keys, const int* _
                                       const int* __restrict__ sel32,
                                       unsigned int* __restrict__ hist)
 {
+    const long long frame = blockIdx.y;
+    sel32 += 4 * frame;
     if (pass < 1 || sel32[1]) {
         return;
     }
+    keys += frame * capacity;
+    count += frame;
+    sel64 += 2 * frame;
+    hist += frame * RADIX_BINS;
     const int n = min(*count, capacity);
     const int shift = 64 - RADIX_BITS * (pass + 1);
     const u64 mask = ~0ull << (64 - RADIX_BITS * pass);
@@ -254,6 +292,11 @@ radix_select(unsigned int* __restrict__ hist, const int* __restrict__ count, int
     __shared__ int s_done;
     __shared__ int s_warp;
     __shared__ unsigned int s_above;
+    const long long frame = blockIdx.x;
+    hist += frame * RADIX_BINS;
+    count += frame;
+    sel64 += 2 * frame;
+    sel32 += 4 * frame;
     const int t = threadIdx.x;
     const int lane = t & 31;
     const int warp = t >> 5;
@@ -348,8 +391,14 @@ radix_select(unsigned int* __restrict__ hist, const int* __restrict__ count, int
 extern "C" __global__ void gather_selected(const u64* __restrict__ keys,
                                            const int* __restrict__ count, int capacity,
                                            const u64* __restrict__ sel64, int* __restrict__ sel32,
-                                           int top_k, u64* __restrict__ selected)
+                                           int top_k, u64* __restrict__ selected, int sel_stride)
 {
+    const long long frame = blockIdx.y;
+    keys += frame * capacity;
+    count += frame;
+    sel64 += 2 * frame;
+    sel32 += 4 * frame;
+    selected += frame * sel_stride;
     const int n = min(*count, capacity);
     const u64 cutoff = sel64[1];
     const int lane = threadIdx.x & 31;
@@ -378,14 +427,26 @@ extern "C" __global__ void gather_selected(const u64* __restrict__ keys,
 }
 
 extern "C" __global__ void __launch_bounds__(RANK_THREADS)
-rank_sorted(const u64* __restrict__ selected, const int* __restrict__ sel32, int top_k, int mw,
-            float rw, float rh, int* __restrict__ count_out, float* __restrict__ keypoints,
-            float* __restrict__ scores, int* __restrict__ positions)
+rank_sorted(const u64* __restrict__ selected, int sel_stride, const int* __restrict__ sel32,
+            int top_k, int mw, const u64* __restrict__ frames, int* __restrict__ counts,
+            int* __restrict__ positions)
 {
     __shared__ u64 tile[RANK_THREADS];
+    const long long frame = blockIdx.y;
+    selected += frame * sel_stride;
+    positions += frame * sel_stride;
+    sel32 += 4 * frame;
+    const u64* row = frames + frame * FT_FIELDS;
+    float* __restrict__ keypoints = reinterpret_cast<float*>(row[FT_KEYPOINTS]);
+    float* __restrict__ scores = reinterpret_cast<float*>(row[FT_SCORES]);
+    const float rw = __uint_as_float((unsigned int)(row[FT_SCALES] & 0xFFFFFFFFull));
+    const float rh = __uint_as_float((unsigned int)(row[FT_SCALES] >> 32));
     const int m = min(sel32[2], top_k);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        *count_out = m;
+        *reinterpret_cast<int*>(row[FT_COUNT]) = m;
+        if (counts) {
+            counts[frame] = m;
+        }
     }
     const int base = blockIdx.x * RANK_THREADS;
     if (base >= m) {

@@ -4,17 +4,18 @@
 // preprocess.cu: sensor_msgs/Image bytes -> grey, model-size network input.
 //
 // Entry point
-//   decode_resize(raw, height, width, step, pixel_bytes, two_byte, colour,
+//   decode_resize(raw, raw_stride, height, width, step, pixel_bytes, two_byte, colour,
 //                 off_r, off_g, off_b, big_endian, mh, mw, scale_y, scale_x, out)
-//     raw    uint8 image bytes exactly as received; row y starts at y * step
-//     out    float32 [mh, mw], grey in [0, 1], bilinear-resized to model size
+//     raw    uint8 image bytes exactly as received; row y of frame f starts at
+//            f * raw_stride + y * step (frames of one batch share the layout)
+//     out    float32 [B, mh, mw], grey in [0, 1], bilinear-resized to model size
 //   colour = 0: one channel (mono8 / mono16); colour = 1: R, G, B at channel
 //   indices off_r, off_g, off_b inside a pixel of pixel_bytes bytes (alpha is
 //   never read). two_byte selects 16-bit channels, big_endian their byte order.
 //
 // Thread mapping: one thread per output (model-space) pixel, 2-D grid of
-//   32 x 8 blocks over (mw, mh), x fastest; each thread reads the 2 x 2 source
-//   pixels of its bilinear taps straight from the raw bytes.
+//   32 x 8 blocks over (mw, mh), x fastest, frame = blockIdx.z; each thread
+//   reads the 2 x 2 source pixels of its bilinear taps straight from the raw bytes.
 //
 // Macros injected by the loader: none. Compiled with --fmad=false, and every
 // float operation below is an explicit round-to-nearest intrinsic, so each
@@ -68,12 +69,14 @@ __device__ __forceinline__ void linear_tap(int dst, int in_size, float scale, in
     *w1 = __fsub_rn(src, (float)f);
 }
 
-extern "C" __global__ void decode_resize(const unsigned char* __restrict__ raw, int height,
-                                         int width, int step, int pixel_bytes, int two_byte,
-                                         int colour, int off_r, int off_g, int off_b,
-                                         int big_endian, int mh, int mw, float scale_y,
-                                         float scale_x, float* __restrict__ out)
+extern "C" __global__ void decode_resize(const unsigned char* __restrict__ raw,
+                                         long long raw_stride, int height, int width, int step,
+                                         int pixel_bytes, int two_byte, int colour, int off_r,
+                                         int off_g, int off_b, int big_endian, int mh, int mw,
+                                         float scale_y, float scale_x, float* __restrict__ out)
 {
+    raw += blockIdx.z * raw_stride;
+    out += (long long)blockIdx.z * mh * mw;
     const int ox = blockIdx.x * blockDim.x + threadIdx.x;
     const int oy = blockIdx.y * blockDim.y + threadIdx.y;
     if (ox >= mw || oy >= mh) {

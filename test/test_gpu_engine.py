@@ -198,25 +198,28 @@ def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
 @pytest.mark.gpu
 @needs_gpu
 def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
+    """With ``max_batch=1`` (one backbone call per frame) frames in flight are bitwise alone."""
+    from xfeat_ros.gpu.engine import GpuEngine
+    unbatched = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82, max_batch=1)
     msgs = flight_messages(shared_dir)
-    alone = [single(engine, msg) for msg in msgs]
-    slots = [engine.alloc_slot() for _ in msgs]
+    alone = [single(unbatched, msg) for msg in msgs]
+    slots = [unbatched.alloc_slot() for _ in msgs]
     for msg, slot in zip(msgs, slots):
-        engine.submit(msg, slot)
+        unbatched.submit(msg, slot)
     for prev, slot in zip(slots, slots[1:4]):  # tum frames 0..3 share 640x480
-        engine.submit_match(prev, slot)
-    engine.synchronize()
+        unbatched.submit_match(prev, slot)
+    unbatched.synchronize()
     for i, (slot, want) in enumerate(zip(slots, alone)):
-        assert_same_features(engine.features(slot), want)
+        assert_same_features(unbatched.features(slot), want)
         assert len(want) > 100, f'frame {i}: only {len(want)} keypoints'
     for prev, slot in zip(slots, slots[1:4]):
-        m = engine.matches(slot)
-        idx0, idx1, _ = mutual_nn_match(engine.features(prev).descriptors,
-                                        engine.features(slot).descriptors, 0.82)
+        m = unbatched.matches(slot)
+        idx0, idx1, _ = mutual_nn_match(unbatched.features(prev).descriptors,
+                                        unbatched.features(slot).descriptors, 0.82)
         assert set(zip(m.idx0.tolist(), m.idx1.tolist())) == set(zip(idx0.tolist(),
                                                                      idx1.tolist()))
         assert len(m) > 50
-    assert engine.matches(slots[0]) is None
+    assert unbatched.matches(slots[0]) is None
 
 
 @pytest.mark.gpu

@@ -361,7 +361,18 @@ class DeviceTimer:
 
 
 class EngineContender:
-    """This package's engine (the node's): N submits + matches, one synchronize, host copies."""
+    """
+    This package's engine (the node's): N frames and their matches, one sync, host copies.
+
+    On the GPU engine a group goes through ``submit_group`` (host copies into
+    pinned memory, uploads, one flush: one backbone call for the N frames)
+    and ``results`` (one pass of pinned copies); elsewhere through ``submit``
+    / ``submit_match`` / ``synchronize`` / ``features`` / ``matches``.
+    Besides the device span (events around everything enqueued), the GPU
+    engine reports ``device_work``: from after the host's copies into pinned
+    memory to the end of the group's work (the device's own time), and the
+    host's time to stage the bytes and to enqueue the group.
+    """
 
     def __init__(self, engine, max_in_flight, label='xfeat_ros'):
         """Allocate two sets of ``max_in_flight`` slots (a round's and the previous round's)."""
@@ -372,32 +383,53 @@ class EngineContender:
         self.sets = [[engine.alloc_slot() for _ in range(self.max_in_flight)] for _ in range(2)]
         self.parity = 0
         self.previous = None
+        self.grouped = hasattr(engine, 'submit_group') and hasattr(engine, 'results')
         self.timer = (DeviceTimer('cupy', engine.stream, engine.gpu) if self.on_gpu
                       else DeviceTimer())
+        self.work_start = None
+        if self.on_gpu and self.grouped:
+            import cupy
+            with cupy.cuda.Device(engine.gpu):
+                self.work_start = cupy.cuda.Event()
 
     def reset(self):
         """Forget the previous frame (new resolution)."""
         self.previous = None
 
     def run(self, msgs):
-        """Process ``msgs`` as one group; ``(wall_s, device_s, keypoints, matches)`` of it."""
+        """Process ``msgs`` as one group; a dict of its times (s) and counts."""
         engine = self.engine
         slots = self.sets[self.parity][:len(msgs)]
         self.parity ^= 1
+        extra = {}
         t0 = time.perf_counter()
         self.timer.start()
-        for msg, slot in zip(msgs, slots):
-            engine.submit(msg, slot)
-            if self.previous is not None:
-                engine.submit_match(self.previous, slot)
-            self.previous = slot
-        self.timer.stop()
-        engine.synchronize()
-        results = [(engine.features(slot), engine.matches(slot)) for slot in slots]
+        if self.grouped:
+            engine.submit_group(msgs, slots, previous=self.previous, chain=True,
+                                start_event=self.work_start)
+            self.timer.stop()
+            extra = {'host_stage': engine.last_group_seconds['stage'],
+                     'host_enqueue': engine.last_group_seconds['enqueue']}
+            results = engine.results(slots)
+        else:
+            for msg, slot in zip(msgs, slots):
+                engine.submit(msg, slot)
+                if self.previous is not None:
+                    engine.submit_match(self.previous, slot)
+                self.previous = slot
+            self.timer.stop()
+            engine.synchronize()
+            results = [(engine.features(slot), engine.matches(slot)) for slot in slots]
         wall = time.perf_counter() - t0
+        self.previous = slots[-1]
+        device = self.timer.elapsed_s()
+        if self.work_start is not None:
+            import cupy
+            extra['device_work'] = cupy.cuda.get_elapsed_time(self.work_start,
+                                                              self.timer.events[1]) / 1e3
         features, matches = results[-1]
-        return (wall, self.timer.elapsed_s(), len(features.keypoints),
-                None if matches is None else len(matches.idx0))
+        return dict(extra, wall=wall, device=device, keypoints=len(features.keypoints),
+                    matches=None if matches is None else len(matches.idx0))
 
 
 class TorchContender:
@@ -421,7 +453,7 @@ class TorchContender:
         self.previous = None
 
     def run(self, msgs):
-        """Process ``msgs`` as one batch; ``(wall_s, device_s, keypoints, matches)`` of it."""
+        """Process ``msgs`` as one batch; a dict of its times (s) and counts."""
         torch = self.torch
         t0 = time.perf_counter()
         self.timer.start()
@@ -438,8 +470,8 @@ class TorchContender:
         host_pairs = [(a.cpu(), b.cpu()) for a, b in pairs]
         device_s = self.timer.elapsed_s()
         wall = time.perf_counter() - t0
-        return (wall, device_s, len(host[-1][0]),
-                len(host_pairs[-1][0]) if host_pairs else None)
+        return {'wall': wall, 'device': device_s, 'keypoints': len(host[-1][0]),
+                'matches': len(host_pairs[-1][0]) if host_pairs else None}
 
 
 def reference_contender(weights, device, top_k, threshold, min_cossim):
@@ -489,7 +521,8 @@ def time_contenders(contenders, msgs, in_flight, frames, warmup, interleave=Fals
     """
     rounds = max(math.ceil(frames / in_flight), 3)
     warm_rounds = max(math.ceil(warmup / in_flight), 2)
-    samples = {id(c): ([], [], None, None) for c in contenders}
+    samples = {id(c): {} for c in contenders}
+    last = {}
     for contender in contenders:
         contender.reset()
     turns = ([(r, contenders) for r in range(warm_rounds + rounds)] if interleave else
@@ -497,23 +530,31 @@ def time_contenders(contenders, msgs, in_flight, frames, warmup, interleave=Fals
     for r, turn in turns:
         group = [msgs[(r * in_flight + j) % len(msgs)] for j in range(in_flight)]
         for contender in turn:
-            wall_s, device_s, keypoints, matches = contender.run(group)
-            wall, device, _, _ = samples[id(contender)]
-            samples[id(contender)] = (wall, device, keypoints, matches)
-            if r >= warm_rounds:
-                wall.append(1e3 * wall_s / in_flight)
-                if device_s is not None:
-                    device.append(1e3 * device_s / in_flight)
+            out = contender.run(group)
+            last[id(contender)] = out
+            if r < warm_rounds:
+                continue
+            for key in TIMED:  # per frame, in ms
+                if out.get(key) is not None:
+                    samples[id(contender)].setdefault(key, []).append(
+                        1e3 * out[key] / in_flight)
     rows = []
     for contender in contenders:
-        wall, device, keypoints, matches = samples[id(contender)]
         row = {'contender': contender.name, 'in_flight': in_flight,
-               'frames': rounds * in_flight, 'wall': summarize(wall),
-               'keypoints': keypoints, 'matches': matches}
-        if device:
-            row['device'] = summarize(device)
+               'frames': rounds * in_flight,
+               'keypoints': last[id(contender)]['keypoints'],
+               'matches': last[id(contender)]['matches']}
+        row.update({key: summarize(values) for key, values in samples[id(contender)].items()})
         rows.append(row)
     return rows
+
+
+# Times a contender's run may report (seconds per group; rows hold ms per frame):
+# wall; device = CUDA events around everything enqueued; device_work = from
+# after the host's copies into pinned memory to the end (ours on the GPU);
+# host_stage / host_enqueue = host seconds to copy the bytes into pinned
+# memory / to enqueue the group (ours on the GPU).
+TIMED = ('wall', 'device', 'device_work', 'host_stage', 'host_enqueue')
 
 
 def torch_settings():
@@ -625,9 +666,15 @@ def run_pipeline(args):
                             'timed': 'per frame: host image bytes -> detect + describe + match '
                                      'against the previous frame -> keypoints, scores, '
                                      'descriptors and matches on the host; N frames per group '
-                                     '(ours: N submits, one synchronize; reference / upstream: '
-                                     'a batch of N); wall time / N, device time = CUDA events '
-                                     'around the enqueued work / N'},
+                                     '(ours on the GPU: submit_group of N frames (one backbone '
+                                     'call per model size) and results (one pass of pinned '
+                                     'copies), elsewhere N submits and one synchronize; '
+                                     'reference / upstream: a batch of N); wall time / N; '
+                                     'device = CUDA events around the enqueued work / N; '
+                                     'device_work (ours on the GPU) = from after the host '
+                                     'copies into pinned memory to the end of the work / N; '
+                                     'host_stage / host_enqueue = host time to copy the bytes '
+                                     'into pinned memory / to enqueue the group, / N'},
                'results': []}
     sys.stdout.write(f'xfeat_bench {args.mode}: {engine.name} on {device}, top_k {args.top_k}, '
                      f'{args.frames} frames of {len(images)} images per measurement\n')
@@ -643,6 +690,10 @@ def run_pipeline(args):
                                  f'{row["wall"]["median_ms"]:9.3f} ms/frame wall'
                                  + (f', {row["device"]["median_ms"]:.3f} device'
                                     if 'device' in row else '')
+                                 + (f', {row["device_work"]["median_ms"]:.3f} device work, '
+                                    f'host {row["host_stage"]["median_ms"]:.3f} stage + '
+                                    f'{row["host_enqueue"]["median_ms"]:.3f} enqueue'
+                                    if 'device_work' in row else '')
                                  + f' ({row["keypoints"]} keypoints, {row["matches"]} matches)\n')
             sys.stdout.flush()
             write_json(args.json, results)
@@ -653,8 +704,13 @@ def run_pipeline(args):
             results['machine_rates'] = {'error': repr(exc)}
         sys.stdout.write(f'  machine rates: {results["machine_rates"]}\n')
     results['ratios'] = pipeline_ratios(results['results'])
+    results['best'] = best_against_best(results['results'])
     write_json(args.json, results)
     sys.stdout.write('\n' + pipeline_table(results))
+    for entry in results['best']:
+        sys.stdout.write(f'  best {entry["resolution"]}: ' + ', '.join(
+            f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}'
+            for k, v in entry.items() if k != 'resolution') + '\n')
     return 0
 
 
@@ -666,7 +722,8 @@ def pipeline_ratios(rows):
         if name != 'xfeat_ros':
             continue
         entry = {'resolution': res, 'in_flight': n, 'xfeat_ros_ms': ours['wall']['median_ms'],
-                 'xfeat_ros_device_ms': ours.get('device', {}).get('median_ms')}
+                 'xfeat_ros_device_ms': ours.get('device', {}).get('median_ms'),
+                 'xfeat_ros_device_work_ms': ours.get('device_work', {}).get('median_ms')}
         for other in ('reference', 'upstream'):
             row = by_key.get((res, other, n))
             if row is not None:
@@ -678,6 +735,31 @@ def pipeline_ratios(rows):
                     entry[f'{other}_device_ms'] = device
                     entry[f'{other}_over_ours_device'] = ratio(device,
                                                                entry['xfeat_ros_device_ms'])
+        out.append(entry)
+    return out
+
+
+def best_against_best(rows):
+    """Per resolution: each contender's lowest median wall ms/frame over N, and ratios to ours."""
+    best = {}
+    for row in rows:
+        key = (row['resolution'], row['contender'])
+        if key not in best or row['wall']['median_ms'] < best[key]['wall']['median_ms']:
+            best[key] = row
+    out = []
+    for res in dict.fromkeys(row['resolution'] for row in rows):
+        ours = best.get((res, 'xfeat_ros'))
+        if ours is None:
+            continue
+        entry = {'resolution': res, 'xfeat_ros_ms': ours['wall']['median_ms'],
+                 'xfeat_ros_n': ours['in_flight']}
+        for other in ('reference', 'upstream'):
+            row = best.get((res, other))
+            if row is not None:
+                entry[f'{other}_ms'] = row['wall']['median_ms']
+                entry[f'{other}_n'] = row['in_flight']
+                entry[f'{other}_over_ours'] = ratio(row['wall']['median_ms'],
+                                                    ours['wall']['median_ms'])
         out.append(entry)
     return out
 

@@ -37,11 +37,18 @@ class Features:
 
 @dataclass
 class MatchResult:
-    """Hold mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M]."""
+    """
+    Hold mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M].
+
+    ``verified`` bool [M] where the engine already checked the matches against
+    an epipolar geometry (the GPU engine does, on the device); None otherwise
+    (the tracks then run the check on the host).
+    """
 
     idx0: np.ndarray
     idx1: np.ndarray
     similarity: np.ndarray
+    verified: object = None
 
     def __len__(self):
         """Return the number of matches."""

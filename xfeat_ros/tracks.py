@@ -17,8 +17,12 @@ import numpy as np
 
 from xfeat_ros.ransac import MIN_MATCHES as MIN_VERIFY_MATCHES
 
+# Epipolar distance (px) within which a match may carry a track id across frames;
+# the one value of the host check (OpenCV) and the GPU engine's device check.
+EPIPOLAR_THRESHOLD_PX = 3.0
 
-def epipolar_inliers(points0, points1, threshold_px=3.0):
+
+def epipolar_inliers(points0, points1, threshold_px=EPIPOLAR_THRESHOLD_PX):
     """
     Return a bool [M] mask of matches consistent with one fundamental matrix.
 

@@ -209,8 +209,10 @@ class CameraStream:
         """
         item = done.item
         previous = self.previous
-        ids, ages, self.next_track_id, origin = next_tracks(done.features, self.next_track_id,
-                                                            previous, done.matches)
+        matches = done.matches
+        ids, ages, self.next_track_id, origin = next_tracks(
+            done.features, self.next_track_id, previous, matches,
+            verified=None if matches is None else matches.verified)
         frame = Frame(item.msg.header, done.features, item.shape, ids, ages)
         item.frame = frame
         self.previous = frame

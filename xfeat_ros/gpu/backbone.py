@@ -9,30 +9,29 @@ One interface for every backend::
     backbone.run(image, outputs, stream)
     backbone.release(image)             forget state bound to that buffer set
 
-``image`` is a CuPy float32 device array [1, 1, mh, mw] (grey in [0, 1], model
-size, ``mh``/``mw`` multiples of 32); ``outputs`` is the tuple of CuPy float32
-device arrays ``(feats [1, 64, h, w], logits [1, 65, h, w], reliability [1, 1,
-h, w])`` with ``h = mh / 8``, ``w = mw / 8``; ``stream`` is the
-``cupy.cuda.Stream`` all work is enqueued on. ``run`` returns without
+``image`` is a CuPy float32 device array [B, 1, mh, mw] (B frames, grey in
+[0, 1], model size, ``mh``/``mw`` multiples of 32); ``outputs`` is the tuple
+of CuPy float32 device arrays ``(feats [B, 64, h, w], logits [B, 65, h, w],
+reliability [B, 1, h, w])`` with ``h = mh / 8``, ``w = mw / 8``; ``stream`` is
+the ``cupy.cuda.Stream`` all work is enqueued on. ``run`` returns without
 synchronizing (except the ONNX Runtime backend, see its docstring). Buffers
 are expected to be reused frame after frame, so per-buffer state (PyTorch
-views and CUDA graphs, TensorRT contexts) is built once and kept until
-``release``.
+views and CUDA graphs per batch size, TensorRT contexts) is built once and
+kept until ``release``.
+
+The TensorRT and ONNX Runtime CUDA backends live in
+:mod:`xfeat_ros.gpu.backbone_onnx` (both run the project's ONNX graph; both
+unverified here).
 """
 
 import contextlib
 import hashlib
 import logging
-import os
-from pathlib import Path
-import tempfile
 
 import numpy as np
 
 from xfeat_ros.engine import GPU_BACKENDS  # the one list of backends
 from xfeat_ros.errors import BackendError
-from xfeat_ros.network_onnx import build_model, INPUT_NAME, OUTPUT_NAMES
-from xfeat_ros.weights import cache_dir
 
 LOG = logging.getLogger(__name__)
 
@@ -40,6 +39,8 @@ PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
 LOGIT_CHANNELS = 65
 WARMUP_RUNS = 3
+FUSE_THREADS = 256
+FUSE_MAX_BLOCKS = 4096
 
 
 def buffer_key(image, outputs):
@@ -47,11 +48,11 @@ def buffer_key(image, outputs):
     return (int(image.data.ptr), tuple(int(o.data.ptr) for o in outputs), tuple(image.shape))
 
 
-def expected_output_shapes(mh, mw):
-    """Map output role -> shape for model size ``mh x mw``."""
+def expected_output_shapes(mh, mw, batch=1):
+    """Map output role -> shape for ``batch`` frames of model size ``mh x mw``."""
     h, w = mh // 8, mw // 8
-    return {'feats': (1, FEATURE_CHANNELS, h, w), 'keypoint_logits': (1, LOGIT_CHANNELS, h, w),
-            'reliability': (1, 1, h, w)}
+    return {'feats': (batch, FEATURE_CHANNELS, h, w),
+            'keypoint_logits': (batch, LOGIT_CHANNELS, h, w), 'reliability': (batch, 1, h, w)}
 
 
 def weights_digest(weights):
@@ -108,7 +109,24 @@ def _instance_norm_module(torch, eps):
     return _InstanceNorm()
 
 
-def fold_for_inference(net, torch):
+def _conv_relu_module(torch, conv):
+    """One cuDNN call for conv + bias + ReLU (``torch.cudnn_convolution_relu``)."""
+    class _ConvReLU(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = conv.weight
+            self.bias = conv.bias
+            self.stride = list(conv.stride)
+            self.padding = list(conv.padding)
+
+        def forward(self, x):
+            return torch.cudnn_convolution_relu(x, self.weight, self.bias, self.stride,
+                                                self.padding, [1, 1], 1)
+
+    return _ConvReLU()
+
+
+def fold_for_inference(net, torch, fused_relu=False):
     """
     Rewrite an :class:`xfeat_ros.model.XFeatNet` (CPU, eval) for fast GPU inference.
 
@@ -117,7 +135,9 @@ def fold_for_inference(net, torch):
     ONNX graph the CPU path runs), which removes 24 BatchNorm kernels per
     frame; ``InstanceNorm2d(1)``, which PyTorch reduces in one thread block,
     becomes mean / variance reductions that use the whole GPU. Same maths:
-    ``(x - mean) / sqrt(var + eps)``, biased variance. Returns ``net``.
+    ``(x - mean) / sqrt(var + eps)``, biased variance. With ``fused_relu``
+    each folded conv, its bias and its ReLU are one cuDNN call (CUDA only).
+    Returns ``net``.
     """
     from xfeat_ros.model import BasicLayer
     from xfeat_ros.network_onnx import BN_EPS, fold_batchnorm
@@ -133,9 +153,74 @@ def fold_for_inference(net, torch):
         with torch.no_grad():
             fused.weight.copy_(torch.from_numpy(weight))
             fused.bias.copy_(torch.from_numpy(bias))
-        layer.layer = torch.nn.Sequential(fused, torch.nn.ReLU(inplace=True))
+        if fused_relu:
+            layer.layer = torch.nn.Sequential(_conv_relu_module(torch, fused))
+        else:
+            layer.layer = torch.nn.Sequential(fused, torch.nn.ReLU(inplace=True))
     net.norm = _instance_norm_module(torch, BN_EPS)
     return net.eval()
+
+
+def launch_fuse_scales(kernel, x3, x4, x5, torch):
+    """
+    ``(x3 + up(x4)) + up(x5)`` in one launch of ``backbone.cu``'s ``fuse_scales``.
+
+    On PyTorch's current stream (so inside a CUDA graph capture when one is
+    under way); the output comes from PyTorch's allocator (the graph's pool).
+    """
+    import cupy
+    x3, x4, x5 = (x.contiguous() for x in (x3, x4, x5))
+    out = torch.empty_like(x3)
+    planes = x3.shape[0] * x3.shape[1]
+    (height, width), (h4, w4), (h5, w5) = x3.shape[-2:], x4.shape[-2:], x5.shape[-2:]
+    total = planes * height * width
+    blocks = max(1, min((total + FUSE_THREADS - 1) // FUSE_THREADS, FUSE_MAX_BLOCKS))
+    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        kernel((blocks,), (FUSE_THREADS,),
+               (np.uint64(x3.data_ptr()), np.uint64(x4.data_ptr()), np.uint64(x5.data_ptr()),
+                np.int32(planes), np.int32(height), np.int32(width), np.int32(h4),
+                np.int32(w4), np.int32(h5), np.int32(w5), np.uint64(out.data_ptr())))
+    return out
+
+
+def forward_folded(net, image, torch, side=None, fuse=None):
+    """
+    :meth:`xfeat_ros.model.XFeatNet.forward`, with two optional speed-ups.
+
+    ``side`` (a CUDA stream): the keypoint head, which depends only on the
+    normalised image, runs there beside blocks 1-5, the fusion and the heatmap
+    head (a fork and a join that a CUDA graph keeps as parallel branches).
+    ``fuse`` (``fuse(x3, x4, x5)``): the two bilinear resizes and two additions
+    before the fusion block in one kernel (:func:`launch_fuse_scales`).
+    Same operations otherwise, same results up to rounding.
+    """
+    import torch.nn.functional as F  # noqa: N812
+    main = torch.cuda.current_stream()
+    x = net.norm(image)
+    if side is not None:
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            logits = net.keypoint_head(net.unfold8(x))
+        x.record_stream(side)
+    x1 = net.block1(x)
+    x2 = net.block2(x1 + net.skip1(x))
+    x3 = net.block3(x2)
+    x4 = net.block4(x3)
+    x5 = net.block5(x4)
+    if fuse is not None:
+        fused = fuse(x3, x4, x5)
+    else:
+        size = x3.shape[-2:]
+        fused = (x3 + F.interpolate(x4, size, mode='bilinear', align_corners=False)
+                 + F.interpolate(x5, size, mode='bilinear', align_corners=False))
+    feats = net.block_fusion(fused)
+    reliability = net.heatmap_head(feats)
+    if side is not None:
+        main.wait_stream(side)
+        logits.record_stream(main)
+    else:
+        logits = net.keypoint_head(net.unfold8(x))
+    return feats, logits, reliability
 
 
 class _TorchBinding:
@@ -158,9 +243,18 @@ class TorchBackbone:
     through ``torch.cuda.ExternalStream``. With ``fold=True`` (default) the
     network is first rewritten by :func:`fold_for_inference` (BatchNorm folded
     into the convolutions, a parallel instance norm: 1.01 -> 0.54 ms at
-    640x480 on an H200). Per buffer set the forward pass is captured as a
-    CUDA graph (``cuda_graphs=True``) after a short warm-up and replayed on
-    every later frame, which removes PyTorch's per-op launch overhead.
+    640x480 on an H200). Per buffer set (so per batch size and input size)
+    the forward pass is captured as a CUDA graph (``cuda_graphs=True``) after
+    a short warm-up and replayed on every later call, which removes
+    PyTorch's per-op launch overhead; all graphs of a backbone share one
+    memory pool (their replays never overlap: one stream).
+    Speed-ups (all on by default, each measured on an H200 in
+    ``bench/NOTES.md``; same results up to rounding, golden parity kept):
+    ``fused_relu`` runs conv + bias + ReLU as one cuDNN call per layer;
+    ``parallel_heads`` runs the keypoint head on a second stream beside the
+    rest; ``fused_scales`` adds the three feature scales in one kernel of
+    ``kernels/backbone.cu`` (:func:`forward_folded`). The last two need
+    ``fold=True`` (and ``fused_scales`` CuPy, else it is left off).
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -171,7 +265,8 @@ class TorchBackbone:
     name = 'pytorch'
 
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
-                 cudnn_benchmark=False, channels_last=False, fold=True):
+                 cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
+                 parallel_heads=True, fused_scales=True):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -191,12 +286,30 @@ class TorchBackbone:
         self.cuda_graphs = bool(cuda_graphs)
         self.cudnn_benchmark = bool(cudnn_benchmark)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.fused_relu = bool(fused_relu) and bool(fold)
+        self.parallel_heads = bool(parallel_heads) and bool(fold)
+        self._fuse = None
+        if fused_scales and fold and not channels_last and precision == 'fp32':
+            self._fuse = self._fuse_scales_kernel(int(gpu), torch)
         net = XFeatNet.from_weights(weights)
         if fold:
-            net = fold_for_inference(net, torch)
+            net = fold_for_inference(net, torch, self.fused_relu)
         self.net = net.to(self.device, self.dtype).to(memory_format=self.memory_format).eval()
         self._bindings = {}
         self._streams = {}
+        self._pool = None  # graph memory pool shared by every captured batch/input size
+        self._side = None
+
+    @staticmethod
+    def _fuse_scales_kernel(gpu, torch):
+        """Return ``fuse(x3, x4, x5)`` on ``backbone.cu`` (loaded now), or None without CuPy."""
+        try:
+            from xfeat_ros.gpu import kernels, ops
+            kernel = ops.function(kernels.backbone_module(gpu), 'fuse_scales')
+        except (ImportError, BackendError) as exc:
+            LOG.info('fused feature scales off (%s)', exc)
+            return None
+        return lambda x3, x4, x5: launch_fuse_scales(kernel, x3, x4, x5, torch)
 
     def _cudnn(self):
         return exact_convolutions(self.torch, self.cudnn_benchmark)
@@ -210,7 +323,14 @@ class TorchBackbone:
 
     def _forward_into(self, binding):
         image = binding.image.to(self.dtype, memory_format=self.memory_format)
-        feats, logits, reliability = self.net(image)
+        if self.parallel_heads and self._side is None:
+            self._side = self.torch.cuda.Stream(device=self.device)
+        if self.parallel_heads or self._fuse is not None:
+            feats, logits, reliability = forward_folded(
+                self.net, image, self.torch, self._side if self.parallel_heads else None,
+                self._fuse)
+        else:
+            feats, logits, reliability = self.net(image)
         binding.feats.copy_(feats)
         binding.logits.copy_(logits)
         binding.reliability.copy_(reliability)
@@ -227,11 +347,14 @@ class TorchBackbone:
         if self.cuda_graphs:
             graph = self.torch.cuda.CUDAGraph()
             try:
-                with self.torch.cuda.graph(graph, stream=side, capture_error_mode='thread_local'):
+                with self.torch.cuda.graph(graph, pool=self._pool, stream=side,
+                                           capture_error_mode='thread_local'):
                     self._forward_into(binding)
                 binding.graph = graph
-                LOG.info('captured a CUDA graph of the backbone for %dx%d (%s)',
-                         image.shape[-1], image.shape[-2], self.precision)
+                if self._pool is None:
+                    self._pool = graph.pool()
+                LOG.info('captured a CUDA graph of the backbone for %d x %dx%d (%s)',
+                         image.shape[0], image.shape[-1], image.shape[-2], self.precision)
             except RuntimeError as exc:
                 LOG.warning('CUDA graph capture failed (%s); running the backbone eagerly', exc)
             ext.wait_stream(side)
@@ -263,261 +386,20 @@ class TorchBackbone:
             del self._bindings[key]
 
 
-# -- TensorRT -----------------------------------------------------------------------------------
-
-def _progress_monitor(trt):
-    """Return a ``trt.IProgressMonitor`` that logs build phases (None before TensorRT 10)."""
-    base = getattr(trt, 'IProgressMonitor', None)
-    if base is None:
-        return None
-
-    class _BuildProgress(base):
-        def __init__(self):
-            base.__init__(self)
-
-        def phase_start(self, phase_name, parent_phase, num_steps):
-            LOG.info('TensorRT build: %s (%d steps)', phase_name, num_steps)
-
-        def step_complete(self, phase_name, step):
-            return True  # never cancel
-
-        def phase_finish(self, phase_name):
-            LOG.info('TensorRT build: %s done', phase_name)
-
-    return _BuildProgress()
-
-
-class _TrtState:
-    """Deserialized engine, its execution context and the bound tensor names."""
-
-    def __init__(self, engine, context, input_name, output_names):
-        self.engine = engine
-        self.context = context
-        self.input_name = input_name
-        self.output_names = output_names  # role -> tensor name, in OUTPUT_NAMES order
-
-
-def bind_by_shape(io_tensors, mh, mw):
-    """
-    Assign engine tensors to roles by SHAPE, never by name.
-
-    ``io_tensors`` lists ``(name, is_input, shape, is_float32)``. Every dimension
-    must be positive (a dynamic -1 would otherwise wrap to a huge size). Returns
-    ``(input_name, {role: name})``; raises :class:`BackendError` for a missing,
-    duplicated, non-float32 or mis-shaped tensor.
-    """
-    wanted = expected_output_shapes(mh, mw)
-    by_shape = {shape: role for role, shape in wanted.items()}
-    inputs, outputs = [], {}
-    for name, is_input, shape, is_float32 in io_tensors:
-        shape = tuple(int(d) for d in shape)
-        if not shape or any(d <= 0 for d in shape):
-            raise BackendError(f'engine tensor {name!r} has a non-positive dimension: {shape}')
-        if not is_float32:
-            raise BackendError(f'engine tensor {name!r} is not float32')
-        if is_input:
-            if shape != (1, 1, mh, mw):
-                raise BackendError(f'engine input {name!r} is {shape}, expected {(1, 1, mh, mw)}')
-            inputs.append(name)
-            continue
-        role = by_shape.get(shape)
-        if role is None:
-            raise BackendError(f'engine output {name!r} has unexpected shape {shape}')
-        if role in outputs:
-            raise BackendError(f'two engine outputs have the {role} shape {shape}')
-        outputs[role] = name
-    if len(inputs) != 1:
-        raise BackendError(f'engine has {len(inputs)} inputs, expected 1')
-    missing = [role for role in OUTPUT_NAMES if role not in outputs]
-    if missing:
-        raise BackendError(f'engine lacks outputs {missing} (bound by shape)')
-    return inputs[0], {role: outputs[role] for role in OUTPUT_NAMES}
-
-
-class TensorRTBackbone:
-    """
-    TensorRT 10 engine built from the project's ONNX graph (FP16 by default).
-
-    UNVERIFIED HERE: TensorRT cannot be installed on the machines this project
-    is developed and tested on (no wheel for them, no TensorRT on the GPU
-    machine), so this backend was written against the TensorRT 10 Python API
-    and has never run. It is kept thin: the graph is
-    :func:`xfeat_ros.network_onnx.build_model` at a fixed input size, outputs
-    are bound by shape (:func:`bind_by_shape`), and everything else (decode,
-    detection, matching) is shared with the PyTorch backend.
-
-    Engines are built on first use of a model size (progress is logged; a
-    build can take minutes) and cached under ``cache`` with a name encoding the
-    input size, precision, TensorRT version, GPU compute capability and a
-    digest of the weights; a change of any of them builds a new engine, and
-    ``rebuild=True`` forces a build.
-    """
-
-    name = 'tensorrt'
-
-    def __init__(self, weights, gpu=0, precision='fp16', cache=None, rebuild=False,
-                 workspace_bytes=1 << 30):
-        """Check that TensorRT and the device are usable; engines are built lazily."""
-        try:
-            import tensorrt as trt
-        except ImportError as exc:
-            raise BackendError('TensorRT (python package tensorrt) is not installed') from exc
-        if precision not in PRECISIONS:
-            raise BackendError(f'unknown precision {precision!r} (choose from {PRECISIONS})')
-        import cupy
-        self.trt = trt
-        self.cupy = cupy
-        self.gpu = int(gpu)
-        self.weights = weights
-        self.precision = precision
-        self.rebuild = bool(rebuild)
-        self.workspace_bytes = int(workspace_bytes)
-        self.cache = Path(cache) if cache else cache_dir() / 'tensorrt'
-        self.capability = str(cupy.cuda.Device(self.gpu).compute_capability)
-        self.tag = weights_digest(weights)
-        self.logger = trt.Logger(trt.Logger.WARNING)
-        self.runtime = trt.Runtime(self.logger)
-        self._states = {}
-
-    def engine_path(self, mh, mw):
-        """Cache file of the engine for one input size."""
-        return self.cache / (f'xfeat_{mh}x{mw}_{self.precision}_trt{self.trt.__version__}'
-                             f'_sm{self.capability}_{self.tag}.engine')
-
-    def build(self, mh, mw):
-        """Build and return a serialized engine for ``mh x mw`` (bytes)."""
-        trt = self.trt
-        LOG.info('building a TensorRT %s engine for %dx%d (this can take minutes)',
-                 self.precision, mw, mh)
-        builder = trt.Builder(self.logger)
-        network = builder.create_network(0)
-        parser = trt.OnnxParser(network, self.logger)
-        if not parser.parse(build_model(self.weights, mh, mw).SerializeToString()):
-            errors = '; '.join(str(parser.get_error(i)) for i in range(parser.num_errors))
-            raise BackendError(f'TensorRT cannot parse the XFeat ONNX graph: {errors}')
-        config = builder.create_builder_config()
-        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, self.workspace_bytes)
-        if self.precision == 'fp16':
-            config.set_flag(trt.BuilderFlag.FP16)
-        monitor = _progress_monitor(trt)
-        if monitor is not None:
-            config.progress_monitor = monitor
-        serialized = builder.build_serialized_network(network, config)
-        if serialized is None:
-            raise BackendError(f'TensorRT failed to build an engine for {mw}x{mh}')
-        return bytes(serialized)
-
-    def _engine_bytes(self, mh, mw):
-        path = self.engine_path(mh, mw)
-        if path.is_file() and not self.rebuild:
-            LOG.info('loading TensorRT engine %s', path)
-            return path.read_bytes()
-        data = self.build(mh, mw)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-            tmp.write(data)
-        os.replace(tmp.name, path)
-        LOG.info('cached TensorRT engine %s', path)
-        return data
-
-    def _prepare(self, mh, mw):
-        trt = self.trt
-        engine = self.runtime.deserialize_cuda_engine(self._engine_bytes(mh, mw))
-        if engine is None:
-            raise BackendError(f'cannot deserialize the TensorRT engine '
-                               f'{self.engine_path(mh, mw)}; rebuild it (rebuild=True)')
-        tensors = []
-        for i in range(engine.num_io_tensors):
-            name = engine.get_tensor_name(i)
-            tensors.append((name, engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT,
-                            tuple(engine.get_tensor_shape(name)),
-                            engine.get_tensor_dtype(name) == trt.DataType.FLOAT))
-        input_name, output_names = bind_by_shape(tensors, mh, mw)
-        context = engine.create_execution_context()
-        if context is None:
-            raise BackendError('TensorRT could not create an execution context')
-        return _TrtState(engine, context, input_name, output_names)
-
-    def run(self, image, outputs, stream):
-        """Enqueue the engine on ``stream`` (``execute_async_v3``; no sync)."""
-        mh, mw = (int(s) for s in image.shape[-2:])
-        with self.cupy.cuda.Device(self.gpu):
-            state = self._states.get((mh, mw))
-            if state is None:
-                state = self._prepare(mh, mw)
-                self._states[(mh, mw)] = state
-            context = state.context
-            context.set_tensor_address(state.input_name, int(image.data.ptr))
-            for role, array in zip(OUTPUT_NAMES, outputs):
-                context.set_tensor_address(state.output_names[role], int(array.data.ptr))
-            if not context.execute_async_v3(stream.ptr):
-                raise BackendError('TensorRT execute_async_v3 failed')
-
-    def release(self, image):
-        """Keep engines (they depend on the size only); nothing is bound to buffers."""
-
-
-# -- ONNX Runtime, CUDA execution provider --------------------------------------------------------
-
-class OnnxRuntimeCudaBackbone:
-    """
-    ONNX Runtime with the CUDA execution provider (optional; where it is installed).
-
-    Device buffers are bound with IOBinding and the session computes on the
-    caller's stream (``user_compute_stream``), but ONNX Runtime synchronizes
-    that stream at the end of every run: unlike the other backends this one
-    blocks the host for the duration of the network.
-    """
-
-    name = 'onnxruntime_cuda'
-
-    def __init__(self, weights, gpu=0):
-        """Fail with :class:`BackendError` unless CUDAExecutionProvider is available."""
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise BackendError('onnxruntime is not installed') from exc
-        if 'CUDAExecutionProvider' not in ort.get_available_providers():
-            raise BackendError('onnxruntime has no CUDAExecutionProvider '
-                               '(install onnxruntime-gpu)')
-        self.ort = ort
-        self.gpu = int(gpu)
-        self.model = build_model(weights).SerializeToString()
-        self._sessions = {}
-
-    def _session(self, stream):
-        session = self._sessions.get(stream.ptr)
-        if session is None:
-            options = self.ort.SessionOptions()
-            options.log_severity_level = 3
-            provider = ('CUDAExecutionProvider',
-                        {'device_id': str(self.gpu), 'user_compute_stream': str(stream.ptr)})
-            try:
-                session = self.ort.InferenceSession(self.model, options, providers=[provider])
-            except Exception as exc:  # onnxruntime raises its own non-exported types
-                raise BackendError(f'ONNX Runtime (CUDA) cannot load the model: {exc}') from exc
-            self._sessions[stream.ptr] = session
-        return session
-
-    def run(self, image, outputs, stream):
-        """Run the session on device buffers bound with IOBinding (synchronizes)."""
-        session = self._session(stream)
-        binding = session.io_binding()
-        binding.bind_input(INPUT_NAME, 'cuda', self.gpu, np.float32, list(image.shape),
-                           int(image.data.ptr))
-        for name, array in zip(OUTPUT_NAMES, outputs):
-            binding.bind_output(name, 'cuda', self.gpu, np.float32, list(array.shape),
-                                int(array.data.ptr))
-        session.run_with_iobinding(binding)
-
-    def release(self, image):
-        """Nothing is bound to buffers between runs."""
-
-
 def create_gpu_backbone(backend, weights, gpu=0, **options):
     """Instantiate one GPU backbone by name (see :data:`GPU_BACKENDS`)."""
+    from xfeat_ros.gpu.backbone_onnx import OnnxRuntimeCudaBackbone, TensorRTBackbone
     classes = {'tensorrt': TensorRTBackbone, 'pytorch': TorchBackbone,
                'onnxruntime_cuda': OnnxRuntimeCudaBackbone}
     if backend not in classes:
         raise BackendError(f'unknown GPU backend {backend!r} (choose from {GPU_BACKENDS})')
     return classes[backend](weights, gpu=gpu, **options)
+
+
+def __getattr__(name):
+    """Return the ONNX-graph backends and helpers of :mod:`xfeat_ros.gpu.backbone_onnx`."""
+    if name in ('TensorRTBackbone', 'OnnxRuntimeCudaBackbone', 'bind_by_shape',
+                'with_batch'):
+        from xfeat_ros.gpu import backbone_onnx
+        return getattr(backbone_onnx, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -3,30 +3,43 @@
 """
 The GPU frame engine: same contract as :class:`xfeat_ros.engine.CpuEngine`.
 
-Everything of a frame runs on the device, on one CUDA stream, with no
-synchronization inside ``submit``/``submit_match``::
+Everything of a frame runs on the device, on one CUDA stream; ``submit``
+enqueues the frame's upload at once and defers the rest, so that all frames
+of one model size submitted before the next synchronization share one
+backbone call and one launch of each kernel::
 
-    raw bytes -> pinned staging (per slot) -> device (async copy)
-      -> decode + resize (preprocess.cu) -> backbone (PyTorch / TensorRT / ORT)
-      -> heatmap, NMS, scores, top-K (detect.cu) -> descriptors (describe.cu)
-      -> keypoint count -> pinned host (async copy)
-    submit_match: mutual NN against the previous slot's device descriptors
-      (match.cu) -> match count -> pinned host (async copy)
+    submit:  raw bytes -> pinned staging (per slot) -> row b of the size's raw
+               bytes on the device (async copy)
+    flush:   per model size, B frames: decode + resize (preprocess.cu, one
+               launch when the frames share their layout) -> frame table
+               (pinned -> device)
+               -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
+               -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
+                  for all B frames; results into each slot through the table)
+               -> descriptors (describe.cu) -> B keypoint counts -> pinned host
+             then the queued matches: mutual NN on the tensor cores with an
+             exact FP32 re-check (match.cu) -> match count -> pinned host
+    results: one synchronization, then count rows -> pinned host -> NumPy
 
-``synchronize()`` is one stream synchronization for all outstanding slots;
-``features()``/``matches()`` then copy at most ``count`` rows to the host.
+A flush happens in ``synchronize()``, ``features()``/``matches()``/
+``results()`` of a frame not yet flushed, when a batch reaches ``max_batch``
+frames, and before a slot still waiting in a batch or a queued match is
+submitted again; ``flush()`` forces one. :meth:`GpuEngine.submit_group`
+submits a list of frames (and optionally their matches) in one call.
 
 Buffers: a slot owns its results (capacity ``top_k``) and a pinned staging
-buffer; per model size a workspace holds the network input, the backbone
-outputs and the detection scratch. Stream order makes sharing a workspace
-between slots safe. Nothing is allocated per frame: workspaces are created
-on a new resolution (the last :data:`MAX_WORKSPACES` sizes are kept),
+buffer; per model size a workspace holds the batch input, the backbone
+outputs and the detection scratch for up to ``max_batch`` frames (grown by
+powers of two). Stream order makes sharing a workspace between batches safe.
+Nothing is allocated per frame except the pinned host blocks of the results
+(from CuPy's pinned pool): workspaces are created on a new resolution (the
+last :data:`MAX_WORKSPACES` sizes are kept) and grown with the batch,
 staging and raw buffers grow only, slots grow when ``top_k`` grows.
 """
 
-from collections import OrderedDict
-import itertools
+from collections import deque, OrderedDict
 import logging
+import time
 
 import numpy as np
 
@@ -34,19 +47,27 @@ from xfeat_ros.decode import validate_layout
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.gpu import kernels, ops
-from xfeat_ros.gpu.backbone import create_gpu_backbone, GPU_BACKENDS
-from xfeat_ros.pipeline import DESCRIPTOR_SIZE, Features, MatchResult
+from xfeat_ros.gpu import results as host_results
+from xfeat_ros.gpu.backbone import GPU_BACKENDS
+from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
+                                   HostCopier, PinnedBuffer, TableRing, Workspace)
+from xfeat_ros.gpu.ransac import EpipolarRansac
+from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.weights import load_weights, resolve_weights
+from xfeat_ros.tracks import EPIPOLAR_THRESHOLD_PX
 
 LOG = logging.getLogger(__name__)
 
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
-AUTO_ORDER = ('tensorrt', 'pytorch')
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
-_TOKENS = itertools.count()
+MAX_BATCH = 32
+UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
+
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
+
+__all__ = ['GpuEngine', 'GpuSlot', 'PinnedBuffer', 'copy_async', 'message_bytes',
+           'ENGINE_BACKENDS']
 
 
 def message_bytes(data):
@@ -57,124 +78,25 @@ def message_bytes(data):
         return np.asarray(data, dtype=np.uint8).reshape(-1)
 
 
-def _cupy():
-    try:
-        import cupy
-    except ImportError as exc:
-        raise BackendError('cupy is not installed') from exc
-    return cupy
-
-
-class PinnedBuffer:
-    """Page-locked host memory viewed as a NumPy array (for async copies)."""
-
-    def __init__(self, nbytes, dtype=np.uint8):
-        """Allocate ``nbytes`` bytes of pinned memory."""
-        cupy = _cupy()
-        self.memory = cupy.cuda.alloc_pinned_memory(max(int(nbytes), 1))
-        self.nbytes = int(nbytes)
-        self.array = np.frombuffer(self.memory, dtype=dtype,
-                                   count=self.nbytes // np.dtype(dtype).itemsize)
-
-    @property
-    def ptr(self):
-        """Host address."""
-        return self.memory.ptr
-
-
-def copy_async(dst_ptr, src_ptr, nbytes, kind, stream):
-    """``cudaMemcpyAsync`` on ``stream`` (``kind``: a cupy.cuda.runtime memcpy kind)."""
-    _cupy().cuda.runtime.memcpyAsync(dst_ptr, src_ptr, nbytes, kind, stream.ptr)
-
-
-class GpuSlot:
-    """
-    Results of one in-flight frame, resident on the device until requested.
-
-    ``keypoints`` float32 [capacity, 2] (original pixels), ``scores`` float32
-    [capacity], ``descriptors`` float32 [capacity, 64], ``count`` int32 [1],
-    ``matches`` (:class:`xfeat_ros.gpu.ops.MatchOutput`) against the previous
-    frame; ``host_counts`` pinned int32 [2] = (keypoints, matches) after a sync.
-    """
-
-    def __init__(self, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """Pre-allocate device buffers for ``capacity`` keypoints (current device)."""
-        self.allocate(capacity, desc_dim)
-
-    def allocate(self, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """(Re)allocate every buffer; attributes set by the caller are kept."""
-        cupy = _cupy()
-        self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
-        self.capacity = max(int(capacity), 0)
-        self.desc_dim = int(desc_dim)
-        self.keypoints = cupy.empty((self.capacity, 2), dtype=cupy.float32)
-        self.scores = cupy.empty(self.capacity, dtype=cupy.float32)
-        self.descriptors = cupy.empty((self.capacity, self.desc_dim), dtype=cupy.float32)
-        self.count = cupy.zeros(1, dtype=cupy.int32)
-        self.matches = ops.alloc_match_output(self.capacity)
-        self.host_counts = PinnedBuffer(8, np.int32)
-        self.host_counts.array[:] = 0
-        self.staging = None
-        self.uploaded = cupy.cuda.Event(disable_timing=True)
-        self.done = cupy.cuda.Event(disable_timing=True)
-        self.upload_pending = False
-        self.submitted = False
-        self.matched = False
-        self.image_hw = None
-        self.marks = []
-
-    def staging_for(self, nbytes):
-        """Pinned staging buffer of at least ``nbytes`` (waits for its previous upload)."""
-        if self.upload_pending:
-            self.uploaded.synchronize()
-            self.upload_pending = False
-        if self.staging is None or self.staging.nbytes < nbytes:
-            self.staging = PinnedBuffer(nbytes)
-        return self.staging
-
-    def stage_times_ms(self):
-        """Milliseconds of each stage, from the marks of an engine with ``profile=True``."""
-        elapsed = _cupy().cuda.get_elapsed_time
-        return {name: elapsed(start, end)
-                for (_, start), (name, end) in zip(self.marks, self.marks[1:])}
-
-
-class Workspace:
-    """Device buffers of one model size, shared by all slots in stream order."""
-
-    def __init__(self, mh, mw, capacity, desc_dim=DESCRIPTOR_SIZE):
-        """Allocate the network input/outputs and detection scratch for ``mh x mw``."""
-        cupy = _cupy()
-        h, w = mh // 8, mw // 8
-        self.model_hw = (mh, mw)
-        self.image = cupy.empty((1, 1, mh, mw), dtype=cupy.float32)
-        self.feats = cupy.empty((1, desc_dim, h, w), dtype=cupy.float32)
-        self.logits = cupy.empty((1, 65, h, w), dtype=cupy.float32)
-        self.reliability = cupy.empty((1, 1, h, w), dtype=cupy.float32)
-        self.feats_hwc = cupy.empty((h, w, desc_dim), dtype=cupy.float32)
-        self.detect = ops.alloc_detect_buffers(mh, mw, capacity)
-        self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
-
-    @property
-    def outputs(self):
-        """Backbone output buffers ``(feats, logits, reliability)``."""
-        return self.feats, self.logits, self.reliability
-
-
 class GpuEngine:
     """Frame engine on one CUDA device (see the module docstring)."""
 
-    def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD, min_cossim=MIN_COSSIM,
-                 profile=False, graphs=True):
+    def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD,
+                 min_cossim=MIN_COSSIM, profile=False, graphs=True, max_batch=MAX_BATCH,
+                 tensor_cores=True, copy_workers=None):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
         ``graphs=True`` captures the post-backbone launches of a (workspace,
-        slot, settings) combination once as a CUDA graph and replays it, which
-        cuts the host's launch cost per frame; ``profile=True`` records CUDA
-        events between stages (and launches directly).
+        batch size, settings) combination once as a CUDA graph and replays it;
+        ``profile=True`` records CUDA events between stages (and launches
+        directly). ``max_batch`` caps the frames of one backbone call (1: one
+        call per frame, as before batching). ``tensor_cores=False`` matches
+        with the FP32 kernel only (same matches, slower). ``copy_workers``
+        threads copy image bytes into pinned memory (1: on the calling thread;
+        default :data:`xfeat_ros.gpu.buffers.COPY_WORKERS`).
         """
-        cupy = _cupy()
+        cupy = cupy_module()
         self.cupy = cupy
         self.gpu = int(gpu)
         self.device = f'cuda:{self.gpu}'
@@ -186,29 +108,41 @@ class GpuEngine:
         self.min_cossim = float(min_cossim)
         self.profile = bool(profile)
         self.graphs = bool(graphs)
+        self.max_batch = max(1, int(max_batch))
+        self.tensor_cores = bool(tensor_cores)
+        self._copier = HostCopier(copy_workers)
         self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
-        self._raw = None
+        self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
+        self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
         self._scratch = ops.MatchScratch()
         self._pair_slots = [None, None]  # match_features' descriptor uploads
+        self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
+        self.last_flush_marks = []
+        self.last_group_seconds = {}  # host seconds of submit_group: 'stage', 'enqueue'
         from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+            self._tables = TableRing(self.max_batch)
             try:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
-                           'match.cu': kernels.match_module(self.desc_dim, self.gpu)}
+                           'match.cu': kernels.match_module(self.desc_dim, self.gpu),
+                           'ransac.cu': kernels.ransac_module(self.gpu)}
                 for filename, module in modules.items():  # look up outside any graph capture
                     for entry in kernels.ENTRY_POINTS[filename]:
                         ops.function(module, entry)
             except (CompileException, cupy.cuda.runtime.CUDARuntimeError) as exc:
                 raise BackendError(f'CUDA kernels failed to compile or load: {exc}') from exc
+            # The track check of every match (issue 10: tracks off the host's critical path).
+            self.epipolar = EpipolarRansac(EPIPOLAR_THRESHOLD_PX)
 
     # -- settings and slots -------------------------------------------------------------------
 
     def configure(self, top_k=None, threshold=None, min_cossim=None):
-        """Change detection or matching settings; takes effect on the next submit."""
+        """Change detection or matching settings; frames submitted before keep the old ones."""
+        self.flush()
         if top_k is not None:
             self.top_k = int(top_k)
         if threshold is not None:
@@ -227,27 +161,26 @@ class GpuEngine:
                 slot.done.synchronize()
             slot.allocate(self.top_k, self.desc_dim)
 
-    def _workspace(self, mh, mw):
+    def _workspace(self, mh, mw, frames):
+        """Return the workspace of ``mh x mw`` for ``frames`` frames (pending rows kept)."""
         ws = self._workspaces.get((mh, mw))
-        if ws is None:
-            ws = Workspace(mh, mw, self.top_k, self.desc_dim)
-            self._workspaces[(mh, mw)] = ws
-            while len(self._workspaces) > MAX_WORKSPACES:
-                _, old = self._workspaces.popitem(last=False)
-                # rare (a fifth resolution): let queued work finish before the
-                # backbone frees graph memory bound to the old buffers
-                self.stream.synchronize()
-                self.backbone.release(old.image)
-        elif ws.detect.capacity < self.top_k:
-            ws.detect = ops.alloc_detect_buffers(mh, mw, self.top_k)
-            ws.graphs.clear()
+        if ws is None and len(self._workspaces) >= MAX_WORKSPACES:
+            self.flush()  # rare (a fifth resolution): nothing may wait in the evicted one
+            _, old = self._workspaces.popitem(last=False)
+            self.stream.synchronize()  # queued work done before graph memory is released
+            self.backbone.release(old.image)
+        if ws is None or ws.frames < frames or ws.detect.capacity < self.top_k:
+            size = batch_capacity(max(frames, ws.frames if ws else 1), self.max_batch)
+            new = Workspace(mh, mw, self.top_k, size, self.desc_dim,
+                            ws.raw_stride if ws else 0)
+            if ws is not None:
+                pending = len(self._pending.get((mh, mw), ()))
+                if pending:  # uploaded rows waiting for their flush move along
+                    new.raw[:pending * ws.raw_stride] = ws.raw[:pending * ws.raw_stride]
+                self.backbone.release(ws.image)
+            ws = self._workspaces[(mh, mw)] = new
         self._workspaces.move_to_end((mh, mw))
         return ws
-
-    def _raw_buffer(self, nbytes):
-        if self._raw is None or self._raw.size < nbytes:
-            self._raw = self.cupy.empty(nbytes, dtype=self.cupy.uint8)
-        return self._raw
 
     def _launch(self, cache, key, enqueue):
         """
@@ -273,98 +206,230 @@ class GpuEngine:
         cache.move_to_end(key)
         graph.launch(self.stream)
 
-    def _detect_describe(self, ws, slot, k, height, width):
-        """Enqueue heatmap -> NMS -> top-K -> descriptors -> count copy for one frame."""
-        cupy = self.cupy
+    def _mark(self, marks, name):
+        if self.profile:
+            event = self.cupy.cuda.Event()
+            event.record(self.stream)
+            marks.append((name, event))
+
+    # -- batches --------------------------------------------------------------------------------
+
+    def _detect_describe(self, ws, frames, k):
+        """Enqueue heatmap -> NMS -> top-K -> descriptors of ``frames`` frames (capturable)."""
         stream = self.stream
         mh, mw = ws.model_hw
-        ops.heatmap_nms_score(ws.logits[0], ws.reliability[0, 0], self.threshold, ws.detect,
-                              stream)
-        ops.top_k(ws.detect, k, mw, width / mw, height / mh, slot.count, slot.keypoints,
-                  slot.scores, stream)
-        self._mark(slot, 'detect')
-        ops.normalize_feats(ws.feats[0], ws.feats_hwc, stream)
-        ops.sample_descriptors(ws.feats_hwc, (mh, mw), ws.detect.positions,
-                               ops.DeviceCount(slot.count, k), slot.descriptors, stream)
-        self._mark(slot, 'describe')
-        copy_async(slot.host_counts.ptr, slot.count.data.ptr, 4,
-                   cupy.cuda.runtime.memcpyDeviceToHost, stream)
+        table = self._tables.device
+        ops.heatmap_nms_score(ws.logits, ws.reliability, self.threshold, ws.detect, stream,
+                              frames)
+        ops.select_top_k(ws.detect, k, mw, table, stream, frames)
+        self._mark(self.last_flush_marks, 'detect')
+        ops.normalize_feats(ws.feats, ws.feats_hwc, stream, frames)
+        ops.describe_frames(ws.feats_hwc, (mh, mw), ws.detect.positions, table, k, stream,
+                            frames)
+        self._mark(self.last_flush_marks, 'describe')
 
-    def _match(self, previous, slot):
-        """Enqueue mutual-NN matching and the match-count copy."""
+    def _decode(self, ws, batch):
+        """Decode the batch's raw rows into ``ws.image`` (one launch if one layout)."""
+        frames = len(batch)
+        layouts = {frame[1:] for frame in batch}
+        if len(layouts) == 1:
+            _, height, width, info, step, big_endian = batch[0]
+            ops.decode_frames(ws.raw, ws.raw_stride, info, height, width, step, big_endian,
+                              ws.image, self.stream, frames)
+        else:
+            for row, (_, height, width, info, step, big_endian) in enumerate(batch):
+                ops.decode_resize(ws.raw[row * ws.raw_stride:], info, height, width, step,
+                                  big_endian, ws.image[row], self.stream)
+        self._mark(self.last_flush_marks, 'decode')
+
+    def _run_batch(self, ws, batch):
+        """Enqueue decode, backbone, detection and description of a batch."""
+        cupy = self.cupy
+        stream = self.stream
+        frames = len(batch)
+        mh, mw = ws.model_hw
+        k = self.top_k
+        self._decode(ws, batch)
+        rows = ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
+                                      w / mw, h / mh) for s, h, w, _, _, _ in batch])
+        self._tables.upload(rows, stream)
+        self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
+        self._mark(self.last_flush_marks, 'backbone')
+        if k > 0:
+            self._launch(ws.graphs, (frames, k, self.threshold),
+                         lambda: self._detect_describe(ws, frames, k))
+        else:
+            ops.memset_async(ws.detect.counts[:frames], 0, stream)
+            for slot, *_ in batch:
+                ops.memset_async(slot.count, 0, stream)
+        counts = PinnedBuffer(4 * frames, np.int32)
+        copy_async(counts.ptr, ws.detect.counts.data.ptr, 4 * frames,
+                   cupy.cuda.runtime.memcpyDeviceToHost, stream)
+        # the block returns to CuPy's pinned pool only after this copy has landed
+        # (the pool could hand it to a staging buffer that the host writes at once)
+        copied = cupy.cuda.Event(disable_timing=True)
+        copied.record(stream)
+        self._in_flight.append((copied, counts))
+        for f, (slot, *_) in enumerate(batch):
+            slot.count_ref = (counts, f)
+            slot.pending = False
+            slot.marks.extend(self.last_flush_marks)
+            slot.done.record(stream)
+
+    def _match_pair(self, previous, slot, tensor_cores):
+        """Enqueue one pair's mutual-NN matching and its match-count copy (capturable)."""
         side0 = ops.DescriptorSet(previous.descriptors,
                                   ops.DeviceCount(previous.count, previous.capacity),
                                   previous.desc_dim)
         side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
                                   slot.desc_dim)
         ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
-                            self.stream, width=self.desc_dim)
-        self._mark(slot, 'match')
+                            self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
+        self.epipolar.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
+                                      slot.epipolar, self.stream)
+        self._mark(slot.marks, 'match')
         copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
                    self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
 
-    def _mark(self, slot, name):
-        if self.profile:
-            event = self.cupy.cuda.Event()
-            event.record(self.stream)
-            slot.marks.append((name, event))
-
-    # -- the contract ---------------------------------------------------------------------------
-
-    def submit(self, msg, slot):
+    def _enqueue_matches(self, pairs):
         """
-        Enqueue decode -> backbone -> detect -> describe of ``msg`` into ``slot``.
+        Enqueue the matchings ``[(previous, slot, tensor_cores)]`` in order, as one graph.
 
-        Raises the typed :class:`xfeat_ros.errors.ImageError` family before
-        anything is enqueued. Never synchronizes (except to reuse the slot's
-        own staging buffer while its previous upload is still in flight).
+        The pairs share the scratch in stream order; the graph is keyed by
+        every pair's buffers, so a repeated pattern of slots replays it.
+        """
+        rows = max(p.capacity for p, _, _ in pairs)
+        cols = max(s.capacity for _, s, _ in pairs)
+        if not self._scratch.fits(rows, cols):
+            self._scratch.ensure(rows, cols)
+        key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), self.min_cossim,
+               self._scratch.generation)
+        self._launch(self._match_graphs, key,
+                     lambda: [self._match_pair(*pair) for pair in pairs])
+        for _, slot, _ in pairs:
+            slot.done.record(self.stream)
+
+    def flush(self):
+        """Enqueue every waiting batch (one backbone call per model size), then queued matches."""
+        if not (self._pending or self._queued):
+            return
+        while self._in_flight and self._in_flight[0][0].done:
+            self._in_flight.popleft()
+        with self.cupy.cuda.Device(self.gpu), self.stream:
+            for size, batch in self._pending.items():
+                self.last_flush_marks = []
+                self._run_batch(self._workspaces[size], batch)
+            self._pending.clear()
+            queued, self._queued = self._queued, []
+            if queued:
+                self._enqueue_matches(queued)
+
+    def _waiting(self, slot):
+        """Tell whether ``slot`` waits in a batch or in a queued match."""
+        return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
+
+    def _stage(self, msg, slot):
+        """
+        Validate ``msg`` and ready ``slot``'s pinned staging buffer for its bytes.
+
+        Returns ``(model size, frame, copy)``: ``copy`` = (staging view, bytes),
+        done by the caller (:class:`HostCopier`) before the upload is enqueued.
         """
         data = message_bytes(msg.data)
         height, width, step = msg.height, msg.width, msg.step
         info = validate_layout(msg.encoding, height, width, step, data.size)
         mh, mw = model_size(height, width)
-        cupy = self.cupy
-        stream = self.stream
-        with cupy.cuda.Device(self.gpu), stream:
+        if self._waiting(slot):
+            self.flush()
+        with self.cupy.cuda.Device(self.gpu), self.stream:
             self._fit_slot(slot)
-            ws = self._workspace(mh, mw)
-            k = min(self.top_k, slot.capacity)
-            slot.marks = []
-            self._mark(slot, 'start')
             staging = slot.staging_for(data.size)
-            staging.array[:data.size] = data
-            raw = self._raw_buffer(data.size)
-            copy_async(raw.data.ptr, staging.ptr, data.size,
-                       cupy.cuda.runtime.memcpyHostToDevice, stream)
-            slot.uploaded.record(stream)
+        return (mh, mw), (slot, int(height), int(width), info, int(step),
+                          bool(msg.is_bigendian)), (staging.array[:data.size], data)
+
+    def _enqueue_upload(self, size, frame, nbytes):
+        """Upload a staged frame into the next raw row of its model size's batch."""
+        cupy = self.cupy
+        slot = frame[0]
+        batch = self._pending.get(size)
+        if batch is not None and len(batch) >= self.max_batch:
+            self.flush()
+            batch = None
+        with cupy.cuda.Device(self.gpu), self.stream:
+            ws = self._workspace(*size, 1 + (len(batch) if batch else 0))
+            ws.grow_raw(nbytes, keep=len(batch) if batch else 0)
+            batch = self._pending.setdefault(size, [])
+            slot.marks = []
+            self._mark(slot.marks, 'start')
+            copy_async(ws.raw_row(len(batch)), slot.staging.ptr, nbytes,
+                       cupy.cuda.runtime.memcpyHostToDevice, self.stream)
+            slot.uploaded.record(self.stream)
             slot.upload_pending = True
-            self._mark(slot, 'upload')
-            ops.decode_resize(raw, info, height, width, step, bool(msg.is_bigendian), ws.image,
-                              stream)
-            self._mark(slot, 'decode')
-            self.backbone.run(ws.image, ws.outputs, stream)
-            self._mark(slot, 'backbone')
-            key = (slot.token, k, self.threshold, int(height), int(width))
-            self._launch(ws.graphs, key,
-                         lambda: self._detect_describe(ws, slot, k, height, width))
-            slot.done.record(stream)
+            self._mark(slot.marks, 'upload')
+            batch.append(frame)
         slot.submitted = True
+        slot.pending = True
         slot.matched = False
-        slot.image_hw = (int(height), int(width))
+        slot.image_hw = frame[1:3]
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def submit(self, msg, slot):
+        """
+        Take ``msg`` into ``slot``: upload now, decode and the rest at the next flush.
+
+        Raises the typed :class:`xfeat_ros.errors.ImageError` family before
+        anything is enqueued. Never synchronizes (except to reuse the slot's
+        own staging buffer while its previous upload is still in flight).
+        """
+        size, frame, copy = self._stage(msg, slot)
+        self._copier.copy([copy])
+        self._enqueue_upload(size, frame, copy[1].size)
 
     def submit_match(self, previous, slot):
-        """Enqueue mutual-NN matching of ``previous``'s descriptors against ``slot``'s."""
+        """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
         if not (getattr(previous, 'submitted', False) and getattr(slot, 'submitted', False)):
             raise DescriptorLayoutError('both slots must hold submitted frames before matching')
-        cupy = self.cupy
-        stream = self.stream
-        with cupy.cuda.Device(self.gpu), stream:
-            best_row, best_col = self._scratch.ensure(previous.capacity, slot.capacity)
-            key = (previous.token, slot.token, self.min_cossim, best_row.data.ptr,
-                   best_col.data.ptr)
-            self._launch(self._match_graphs, key, lambda: self._match(previous, slot))
-            slot.done.record(stream)
+        if previous.pending or slot.pending or self._queued:
+            self._queued.append((previous, slot, self.tensor_cores))
+        else:
+            with self.cupy.cuda.Device(self.gpu), self.stream:
+                self._enqueue_matches([(previous, slot, self.tensor_cores)])
         slot.matched = True
+
+    def submit_group(self, msgs, slots, previous=None, chain=False, start_event=None):
+        """
+        Submit ``msgs`` into ``slots`` (same length) as one group, then flush.
+
+        Every message is validated and copied into its slot's pinned staging
+        buffer first, then all uploads are enqueued back to back and the group
+        is flushed: frames of one model size share one decode launch, one
+        backbone call and one launch of each detection kernel (up to
+        ``max_batch`` frames). With ``chain``, frame i is also matched against
+        frame i - 1 and the first frame against ``previous`` (a submitted slot)
+        when given. ``start_event`` (a CUDA event), if given, is recorded on
+        the stream after the host copies and before the first upload (device
+        time of the group without the host's copies). A typed error of a
+        message is raised before anything of the group is enqueued.
+        """
+        if len(msgs) != len(slots):
+            raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')
+        if len({id(s) for s in slots}) != len(slots):
+            raise ValueError('a slot appears twice in one group')
+        t0 = time.perf_counter()
+        staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
+        self._copier.copy([copy for _, _, copy in staged])
+        if start_event is not None:
+            start_event.record(self.stream)
+        t1 = time.perf_counter()
+        for size, frame, copy in staged:
+            self._enqueue_upload(size, frame, copy[1].size)
+        if chain:
+            for before, slot in zip([previous] + list(slots[:-1]), slots):
+                if before is not None:
+                    self.submit_match(before, slot)
+        self.flush()
+        self.last_group_seconds = {'stage': t1 - t0, 'enqueue': time.perf_counter() - t1}
 
     def match_features(self, features0, features1):
         """
@@ -373,9 +438,12 @@ class GpuEngine:
         For stereo pairs, whose frames were published (and their slots possibly
         reused) before the partner arrived: the float32 descriptors are
         uploaded into two engine-owned slots and matched by the same kernels
-        as :meth:`submit_match`; one synchronization.
+        as :meth:`submit_match` (the FP32 kernel when a descriptor is longer
+        than 1 + 1e-3); one synchronization.
         """
         cupy = self.cupy
+        tensor_cores = self.tensor_cores
+        self.flush()
         with cupy.cuda.Device(self.gpu), self.stream:
             sides = []
             for index, features in enumerate((features0, features1)):
@@ -384,92 +452,77 @@ class GpuEngine:
                 if slot is None or slot.capacity < max(n, 1):
                     slot = self._pair_slots[index] = GpuSlot(max(n, self.top_k), self.desc_dim)
                 if n:
-                    slot.descriptors[:n].set(
-                        np.ascontiguousarray(features.descriptors, dtype=np.float32),
-                        stream=self.stream)
+                    desc = np.ascontiguousarray(features.descriptors, dtype=np.float32)
+                    if np.max(np.einsum('ij,ij->i', desc, desc)) > (1 + UNIT_NORM_TOL) ** 2:
+                        tensor_cores = False
+                    slot.descriptors[:n].set(desc, stream=self.stream)
+                    # the keypoints too: the device's epipolar check reads them
+                    slot.keypoints[:n].set(np.ascontiguousarray(features.keypoints, np.float32),
+                                           stream=self.stream)
                 slot.count.set(np.array([n], dtype=np.int32), stream=self.stream)
                 slot.submitted = True
+                slot.pending = False
                 sides.append(slot)
-        self.submit_match(*sides)
+            self._enqueue_matches([(sides[0], sides[1], tensor_cores)])
+            sides[1].matched = True
         self.synchronize()
         return self.matches(sides[1])
 
     def synchronize(self):
-        """One stream synchronization for every outstanding slot."""
+        """Flush, then one stream synchronization for every outstanding slot."""
+        self.flush()
         with self.cupy.cuda.Device(self.gpu):
             self.stream.synchronize()
 
+    def _ready(self, slot):
+        if self._waiting(slot):
+            self.flush()
+        slot.done.synchronize()
+
+    def _fetch(self, slots, kinds):
+        """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
+        requests = []
+        with self.cupy.cuda.Device(self.gpu):
+            for slot in slots:
+                wanted = [kind for kind, flag in ((host_results.FEATURES, 'submitted'),
+                                                  (host_results.MATCHES, 'matched'))
+                          if kind in kinds and getattr(slot, flag, False)]
+                if wanted:
+                    self._ready(slot)
+                    requests.extend(host_results.result_parts(slot, wanted))
+            if not requests:
+                return {}
+            event, views = host_results.copy_to_host(requests, self.stream)
+            event.synchronize()
+        return {(id(slot), kind): host_results.assemble(kind, slot, arrays)
+                for (kind, slot, _), arrays in zip(requests, views)}
+
+    def results(self, slots):
+        """
+        Host ``[(Features or None, MatchResult or None)]`` of ``slots``, one copy pass.
+
+        Flushes if needed, waits for the slots, enqueues every copy into one
+        pinned block and synchronizes once (cheaper than ``features`` and
+        ``matches`` per slot). ``None`` where a slot holds no (matched) frame.
+        """
+        kinds = (host_results.FEATURES, host_results.MATCHES)
+        found = self._fetch(slots, kinds)
+        return [tuple(found.get((id(s), kind)) for kind in kinds) for s in slots]
+
     def features(self, slot):
         """Host :class:`Features` of a submitted slot (copies ``count`` rows), else None."""
-        if not getattr(slot, 'submitted', False):
-            return None
-        with self.cupy.cuda.Device(self.gpu):
-            slot.done.synchronize()
-            n = int(slot.host_counts.array[0])
-            return Features(slot.keypoints[:n].get(), slot.scores[:n].get(),
-                            slot.descriptors[:n].get(), slot.image_hw)
+        kind = host_results.FEATURES
+        return self._fetch([slot], (kind,)).get((id(slot), kind))
 
     def matches(self, slot):
         """Host :class:`MatchResult` of a matched slot (copies ``count`` rows), else None."""
-        if not getattr(slot, 'matched', False):
-            return None
-        with self.cupy.cuda.Device(self.gpu):
-            slot.done.synchronize()
-            m = int(slot.host_counts.array[1])
-            out = slot.matches
-            return MatchResult(out.idx0[:m].get().astype(np.int64),
-                               out.idx1[:m].get().astype(np.int64), out.similarity[:m].get())
+        kind = host_results.MATCHES
+        return self._fetch([slot], (kind,)).get((id(slot), kind))
 
 
-def _check_device(gpu):
-    cupy = _cupy()
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        raise BackendError(f'no usable CUDA device: {exc}') from exc
-    if not 0 <= int(gpu) < count:
-        raise BackendError(f'no CUDA device {gpu} ({count} visible)')
-
-
-def select_backend(backend, weights, gpu=0, options=None):
-    """
-    Create the GPU backbone for ``backend`` ('auto': TensorRT, then PyTorch CUDA).
-
-    ``weights`` is a loaded weights dict; ``options`` maps a backend name to
-    keyword arguments for its class. Raises :class:`BackendError` (with every
-    reason) when none is usable.
-    """
-    if backend not in ENGINE_BACKENDS:
-        raise BackendError(f'unknown GPU backend {backend!r} (choose from {ENGINE_BACKENDS})')
-    options = options or {}
-    order = AUTO_ORDER if backend == 'auto' else (backend,)
-    reasons = []
-    for name in order:
-        try:
-            return create_gpu_backbone(name, weights, gpu, **options.get(name, {}))
-        except BackendError as exc:
-            LOG.info('GPU backend %s unavailable: %s', name, exc)
-            reasons.append(f'{name}: {exc}')
-    raise BackendError('no usable GPU backend (' + '; '.join(reasons) + ')')
-
-
-def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=TOP_K, threshold=THRESHOLD,
-                      min_cossim=MIN_COSSIM, options=None):
-    """
-    Build a :class:`GpuEngine` for the node.
-
-    ``backend`` is one of :data:`ENGINE_BACKENDS`; ``weights`` a path ('' for
-    the lookup of :func:`xfeat_ros.weights.resolve_weights`) or a loaded dict.
-    Raises :class:`BackendError` when CuPy, the device or every candidate
-    backend is unusable (the node then falls back to the CPU engine), and
-    :class:`xfeat_ros.errors.WeightsError` for unusable weights.
-    """
-    if backend not in ENGINE_BACKENDS:
-        raise BackendError(f'unknown GPU backend {backend!r} (choose from {ENGINE_BACKENDS})')
-    _check_device(gpu)
-    if not isinstance(weights, dict):
-        weights = load_weights(resolve_weights(weights))
-    backbone = select_backend(backend, weights, gpu, options)
-    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim)
-    LOG.info('GPU engine: backend %s on cuda:%d (asked for %s)', engine.name, int(gpu), backend)
-    return engine
+def __getattr__(name):
+    """Return the factory functions of :mod:`xfeat_ros.gpu.factory` (kept importable here)."""
+    if name in ('create_gpu_engine', 'select_backend'):
+        from xfeat_ros.gpu import factory
+        return getattr(factory, name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

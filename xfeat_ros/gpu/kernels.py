@@ -36,9 +36,14 @@ ENTRY_POINTS = {
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
-    'match.cu': ('mnn_best', 'mnn_collect'),
+    'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score', 'ransac_refine'),
+    'backbone.cu': ('fuse_scales',),
 }
+# Frame table: one row of unsigned 64-bit words per frame of a batched launch
+# (detect.cu, describe.cu): where that frame's results go and its scale.
+FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
+FRAME_FIELDS = len(FRAME_TABLE)
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
 EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
@@ -111,15 +116,23 @@ def preprocess_variant():
     return KernelVariant('preprocess.cu', (), EXACT_OPTIONS)
 
 
+def frame_table_defines(*fields):
+    """``FT_FIELDS`` and ``FT_<NAME>`` (word index) macros of the frame-table fields named."""
+    return (('FT_FIELDS', FRAME_FIELDS),) + tuple(
+        (f'FT_{name.upper()}', FRAME_TABLE.index(name)) for name in fields)
+
+
 def detect_variant():
     """Heatmap, NMS, scores and top-K."""
-    return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS)),
+    return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS))
+                         + frame_table_defines('count', 'keypoints', 'scores', 'scales'),
                          EXACT_OPTIONS)
 
 
 def describe_variant(desc_dim=DESCRIPTOR_SIZE):
     """Feature normalisation and bicubic descriptor sampling."""
-    return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),), EXACT_OPTIONS)
+    return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),)
+                         + frame_table_defines('count', 'descriptors'), EXACT_OPTIONS)
 
 
 def match_variant(desc_dim):
@@ -144,9 +157,14 @@ def ransac_variant():
     return KernelVariant('ransac.cu', constants, EXACT_OPTIONS)
 
 
+def backbone_variant():
+    """Fused elementwise steps of the PyTorch backbone (no macros)."""
+    return KernelVariant('backbone.cu', (), BASE_OPTIONS)
+
+
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
-    return ([preprocess_variant(), detect_variant(), describe_variant()]
+    return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS] + [ransac_variant()])
 
 
@@ -189,3 +207,8 @@ def match_module(desc_dim, device_id=0):
 def ransac_module(device_id=0):
     """Compiled ``ransac.cu`` on a device (memoized)."""
     return _raw_module(ransac_variant(), device_id)
+
+
+def backbone_module(device_id=0):
+    """Compiled ``backbone.cu`` on a device (memoized)."""
+    return _raw_module(backbone_variant(), device_id)

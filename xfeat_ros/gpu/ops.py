@@ -11,6 +11,13 @@ upper bound); kernels read them on the device and grids are sized by the
 bound, so a count of zero needs no host round trip. A launch is never made
 with zero blocks; a side whose count is zero *on the host* launches nothing.
 
+Detection and description run on a batch of ``frames`` frames of one model
+size per launch (:func:`detect_frames`, :func:`describe_frames`); each frame's
+results go to its own buffers through a device *frame table*
+(:func:`frame_table_rows`, layout :data:`xfeat_ros.gpu.kernels.FRAME_TABLE`).
+:func:`top_k` and :func:`sample_descriptors` are the one-frame forms (they
+upload a one-row table, so they cannot be captured in a CUDA graph).
+
 Shapes below omit a leading batch dimension of 1 where the backbone has one;
 all arrays are C-contiguous device arrays.
 """
@@ -36,6 +43,10 @@ MATCH_THREADS = 256
 COLLECT_THREADS = 1024
 RADIX_BINS = 1 << 16
 RADIX_PASSES = 4
+TC_THREADS = 256  # must equal match.cu
+# Candidates within this much of a row's / column's tensor-core maximum are
+# re-checked in FP32 (match.cu derives the bound: 2^-10 for unit vectors).
+TC_MARGIN = 2.0 ** -8
 
 
 def _cupy():
@@ -92,20 +103,22 @@ def count_args(count):
 
 # -- preprocess -----------------------------------------------------------------------------
 
-def decode_resize(raw, info, height, width, step, big_endian, out, stream):
+def decode_frames(raw, raw_stride, info, height, width, step, big_endian, out, stream,
+                  frames=1):
     """
-    Decode raw image bytes and resize to model size.
+    Decode ``frames`` images of one layout and resize them to model size, one launch.
 
-    ``raw`` uint8 device bytes (at least ``step * height``), ``info`` the
-    :class:`xfeat_ros.decode.EncodingInfo` of the encoding, ``out`` float32
-    [mh, mw] (or [1, 1, mh, mw]) device array receiving grey in [0, 1].
+    ``raw`` uint8 device bytes, frame f at ``f * raw_stride`` (each at least
+    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.decode.EncodingInfo`
+    of the encoding, ``out`` float32 [frames, mh, mw] (or [frames, 1, mh, mw])
+    device array receiving grey in [0, 1].
     """
     mh, mw = out.shape[-2:]
     colour = 1 if info.colour else 0
     offsets = info.colour if info.colour else (0, 0, 0)
     kernel = function(kernels.preprocess_module(_device_id()), 'decode_resize')
-    grid = (blocks(mw, BLOCK_2D[0]), blocks(mh, BLOCK_2D[1]))
-    args = (raw, np.int32(height), np.int32(width), np.int32(step),
+    grid = (blocks(mw, BLOCK_2D[0]), blocks(mh, BLOCK_2D[1]), int(frames))
+    args = (raw, np.int64(raw_stride), np.int32(height), np.int32(width), np.int32(step),
             np.int32(info.pixel_bytes), np.int32(info.bytes_per_channel == 2),
             np.int32(colour), np.int32(offsets[0]), np.int32(offsets[1]),
             np.int32(offsets[2]), np.int32(bool(big_endian)), np.int32(mh), np.int32(mw),
@@ -114,18 +127,63 @@ def decode_resize(raw, info, height, width, step, big_endian, out, stream):
         kernel(grid, BLOCK_2D, args)
 
 
+def decode_resize(raw, info, height, width, step, big_endian, out, stream):
+    """Decode one image's raw bytes and resize it to model size (see :func:`decode_frames`)."""
+    decode_frames(raw, 0, info, height, width, step, big_endian, out, stream, 1)
+
+
+# -- frame tables ---------------------------------------------------------------------------
+
+def pack_scales(scale_w, scale_h):
+    """Return the scales word: float32 bits of ``scale_w`` (low), ``scale_h`` (high)."""
+    bits = np.array([scale_w, scale_h], dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return int(bits[0] | (bits[1] << np.uint64(32)))
+
+
+def _ptr(array):
+    return 0 if array is None else int(array.data.ptr)
+
+
+def frame_table_rows(frames):
+    """
+    Host uint64 [len(frames), FRAME_FIELDS] frame table.
+
+    ``frames`` lists ``(count, keypoints, scores, descriptors, scale_w, scale_h)``
+    with device arrays or None (a null pointer: a count of None means "the
+    launch's capacity").
+    """
+    rows = np.zeros((len(frames), kernels.FRAME_FIELDS), dtype=np.uint64)
+    col = kernels.FRAME_TABLE.index
+    for f, (count, keypoints, scores, descriptors, scale_w, scale_h) in enumerate(frames):
+        rows[f, col('count')] = _ptr(count)
+        rows[f, col('keypoints')] = _ptr(keypoints)
+        rows[f, col('scores')] = _ptr(scores)
+        rows[f, col('descriptors')] = _ptr(descriptors)
+        rows[f, col('scales')] = pack_scales(scale_w, scale_h)
+    return rows
+
+
+def _upload_table(rows, stream):
+    """Copy a host frame table to a new device array on ``stream`` (not capturable)."""
+    with stream:
+        return _cupy().asarray(rows)
+
+
 # -- detection ------------------------------------------------------------------------------
 
 @dataclass
 class DetectBuffers:
     """
-    Device scratch of one model size (reused frame after frame, in stream order).
+    Device scratch of one model size for up to ``frames`` frames (reused in stream order).
 
-    ``heatmap`` float32 [mh, mw]; ``keys`` uint64 [mh * mw] candidate keys and
-    ``count`` int32 [1]; ``hist`` uint32 [65536] radix histogram (kept zero
+    Per frame: ``heatmap`` float32 [mh, mw]; ``keys`` uint64 [mh * mw] candidate
+    keys and ``count`` int32; ``hist`` uint32 [65536] radix histogram (kept zero
     between frames by the kernels); ``sel64`` uint64 [2] / ``sel32`` int32 [4]
     selection state; ``selected`` uint64 [capacity]; ``positions`` int32
-    [capacity] sorted model-space positions ``y * mw + x``.
+    [capacity] sorted model-space positions ``y * mw + x``; ``counts`` int32
+    keypoints kept (contiguous over frames, for one host copy). Each array has
+    a leading frame dimension, except with ``frames`` None (one frame, no
+    frame dimension: the one-frame form).
     """
 
     heatmap: object
@@ -136,123 +194,174 @@ class DetectBuffers:
     sel32: object
     selected: object
     positions: object
+    counts: object
 
     @property
     def capacity(self):
         """Largest top_k these buffers hold."""
-        return int(self.selected.shape[0])
+        return int(self.selected.shape[-1])
+
+    @property
+    def frames(self):
+        """Frames these buffers hold."""
+        return int(self.count.shape[0])
 
 
-def alloc_detect_buffers(mh, mw, capacity):
-    """Allocate :class:`DetectBuffers` for model size ``mh x mw`` and ``capacity`` keypoints."""
+def alloc_detect_buffers(mh, mw, capacity, frames=None):
+    """Allocate :class:`DetectBuffers` for model size ``mh x mw``, ``capacity`` keypoints."""
     cp = _cupy()
+    lead = () if frames is None else (int(frames),)
+    n = 1 if frames is None else int(frames)
+    capacity = max(int(capacity), 0)
     return DetectBuffers(
-        heatmap=cp.empty((mh, mw), dtype=cp.float32),
-        keys=cp.empty(mh * mw, dtype=cp.uint64),
-        count=cp.zeros(1, dtype=cp.int32),
-        hist=cp.zeros(RADIX_BINS, dtype=cp.uint32),
-        sel64=cp.zeros(2, dtype=cp.uint64),
-        sel32=cp.zeros(4, dtype=cp.int32),
-        selected=cp.empty(max(int(capacity), 0), dtype=cp.uint64),
-        positions=cp.empty(max(int(capacity), 0), dtype=cp.int32))
+        heatmap=cp.empty(lead + (mh, mw), dtype=cp.float32),
+        keys=cp.empty(lead + (mh * mw,), dtype=cp.uint64),
+        count=cp.zeros(n, dtype=cp.int32),
+        hist=cp.zeros(lead + (RADIX_BINS,), dtype=cp.uint32),
+        sel64=cp.zeros(lead + (2,), dtype=cp.uint64),
+        sel32=cp.zeros(lead + (4,), dtype=cp.int32),
+        selected=cp.empty(lead + (capacity,), dtype=cp.uint64),
+        positions=cp.empty(lead + (capacity,), dtype=cp.int32),
+        counts=cp.zeros(n, dtype=cp.int32))
 
 
-def heatmap(logits, out, stream):
-    """Softmax over 65 logits + pixel shuffle: logits [65, h, w] -> ``out`` [8h, 8w]."""
+def _frames_of(array, trailing):
+    """Frames in ``array`` whose last ``trailing`` dimensions are one frame's."""
+    return int(np.prod(array.shape[:-trailing], dtype=np.int64)) if array.ndim > trailing else 1
+
+
+def heatmap(logits, out, stream, frames=None):
+    """Softmax over 65 logits + pixel shuffle: logits [B, 65, h, w] -> ``out`` [B, 8h, 8w]."""
     h, w = logits.shape[-2:]
+    frames = _frames_of(logits, 3) if frames is None else int(frames)
     kernel = function(kernels.detect_module(_device_id()), 'heatmap_softmax')
     with stream:
-        kernel((blocks(w, BLOCK_2D[0]), blocks(h, BLOCK_2D[1])), BLOCK_2D,
+        kernel((blocks(w, BLOCK_2D[0]), blocks(h, BLOCK_2D[1]), frames), BLOCK_2D,
                (logits, np.int32(h), np.int32(w), out))
 
 
-def nms_score(reliability, threshold, bufs, stream):
+def nms_score(reliability, threshold, bufs, stream, frames=None):
     """
     5x5 NMS on ``bufs.heatmap`` and scores; candidates (score > 0) to ``bufs.keys``.
 
-    ``reliability`` float32 [h, w] (any leading ones). Also fills the pass-0
-    radix histogram. The candidate count is reset first.
+    ``reliability`` float32 [B, h, w] (any leading ones). Also fills the
+    pass-0 radix histogram. The candidate counts are reset first. ``frames``
+    (default: all of ``bufs``) frames are processed.
     """
-    mh, mw = bufs.heatmap.shape
-    memset_async(bufs.count, 0, stream)
+    mh, mw = bufs.heatmap.shape[-2:]
+    frames = bufs.frames if frames is None else int(frames)
+    memset_async(bufs.count[:frames], 0, stream)
     kernel = function(kernels.detect_module(_device_id()), 'nms_score')
     with stream:
-        kernel((blocks(mw, 32), blocks(mh, 8)), (32, 8),
+        kernel((blocks(mw, 32), blocks(mh, 8), frames), (32, 8),
                (bufs.heatmap, reliability, np.int32(mh), np.int32(mw), np.float32(threshold),
-                bufs.keys, bufs.count, np.int32(bufs.keys.shape[0]), bufs.hist))
+                bufs.keys, bufs.count, np.int32(bufs.keys.shape[-1]), bufs.hist))
 
 
-def heatmap_nms_score(logits, reliability, threshold, bufs, stream):
+def heatmap_nms_score(logits, reliability, threshold, bufs, stream, frames=None):
     """:func:`heatmap` then :func:`nms_score` into ``bufs``."""
-    heatmap(logits, bufs.heatmap, stream)
-    nms_score(reliability, threshold, bufs, stream)
+    frames = bufs.frames if frames is None else int(frames)
+    heatmap(logits, bufs.heatmap, stream, frames)
+    nms_score(reliability, threshold, bufs, stream, frames)
+
+
+def select_top_k(bufs, k, model_w, table, stream, frames=None):
+    """
+    Exact top-``k`` of each frame's candidates in ``bufs``, by score, then position.
+
+    Writes, through the device frame ``table`` (rows: count, keypoints, scores,
+    scales), each frame's count (kept), keypoints float32 [>= k, 2] in original
+    pixels (x * scale_w, y * scale_h) and scores float32 [>= k]; also
+    ``bufs.positions`` and ``bufs.counts``. No host round trip: a radix select
+    on the device. ``k`` must be positive and at most ``bufs.capacity``.
+    """
+    frames = bufs.frames if frames is None else int(frames)
+    module = kernels.detect_module(_device_id())
+    select = function(module, 'radix_select')
+    hist = function(module, 'radix_hist')
+    capacity = np.int32(bufs.keys.shape[-1])
+    stride = np.int32(bufs.capacity)
+    per_frame = max(4, GRID_STRIDE_BLOCKS // frames)
+    with stream:
+        for rpass in range(RADIX_PASSES):
+            if rpass:
+                hist((per_frame, frames), (BLOCK_1D,),
+                     (bufs.keys, bufs.count, capacity, np.int32(rpass), bufs.sel64, bufs.sel32,
+                      bufs.hist))
+            select((frames,), (SELECT_THREADS,),
+                   (bufs.hist, bufs.count, capacity, np.int32(rpass), np.int32(k), bufs.sel64,
+                    bufs.sel32))
+        function(module, 'gather_selected')(
+            (per_frame, frames), (BLOCK_1D,),
+            (bufs.keys, bufs.count, capacity, bufs.sel64, bufs.sel32, np.int32(k),
+             bufs.selected, stride))
+        function(module, 'rank_sorted')(
+            (blocks(k, RANK_THREADS), frames), (RANK_THREADS,),
+            (bufs.selected, stride, bufs.sel32, np.int32(k), np.int32(model_w), table,
+             bufs.counts, bufs.positions))
 
 
 def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stream):
     """
-    Exact top-``k`` of the candidates in ``bufs``, sorted by score, then position.
+    One frame's exact top-``k`` (see :func:`select_top_k`) into the given arrays.
 
-    Writes ``count_out`` int32 [1] (kept), ``keypoints`` float32 [>= k, 2] in
-    original pixels (x * scale_w, y * scale_h), ``scores`` float32 [>= k] and
-    ``bufs.positions``. No host round trip: a radix select on the device.
+    ``count_out`` int32 [1], ``keypoints`` float32 [>= k, 2], ``scores``
+    float32 [>= k]. Uploads a one-row frame table (not capturable).
     """
     k = min(int(k), bufs.capacity)
     if k <= 0:
         memset_async(count_out, 0, stream)
         return
-    module = kernels.detect_module(_device_id())
-    select = function(module, 'radix_select')
-    hist = function(module, 'radix_hist')
-    capacity = np.int32(bufs.keys.shape[0])
-    with stream:
-        for rpass in range(RADIX_PASSES):
-            if rpass:
-                hist((GRID_STRIDE_BLOCKS,), (BLOCK_1D,),
-                     (bufs.keys, bufs.count, capacity, np.int32(rpass), bufs.sel64, bufs.sel32,
-                      bufs.hist))
-            select((1,), (SELECT_THREADS,),
-                   (bufs.hist, bufs.count, capacity, np.int32(rpass), np.int32(k), bufs.sel64,
-                    bufs.sel32))
-        function(module, 'gather_selected')(
-            (GRID_STRIDE_BLOCKS,), (BLOCK_1D,),
-            (bufs.keys, bufs.count, capacity, bufs.sel64, bufs.sel32, np.int32(k),
-             bufs.selected))
-        function(module, 'rank_sorted')(
-            (blocks(k, RANK_THREADS),), (RANK_THREADS,),
-            (bufs.selected, bufs.sel32, np.int32(k), np.int32(model_w), np.float32(scale_w),
-             np.float32(scale_h), count_out, keypoints, scores, bufs.positions))
+    table = _upload_table(frame_table_rows(
+        [(count_out, keypoints, scores, None, scale_w, scale_h)]), stream)
+    select_top_k(bufs, k, model_w, table, stream, frames=1)
 
 
 # -- descriptors ----------------------------------------------------------------------------
 
-def normalize_feats(feats, feats_hwc, stream):
-    """L2-normalise feats [C, h, w] over channels into channel-last ``feats_hwc`` [h, w, C]."""
+def normalize_feats(feats, feats_hwc, stream, frames=None):
+    """L2-normalise feats [B, C, h, w] over channels into ``feats_hwc`` [B, h, w, C]."""
     channels, h, w = feats.shape[-3:]
+    frames = _frames_of(feats, 3) if frames is None else int(frames)
     kernel = function(kernels.describe_module(_device_id(), channels), 'normalize_feats')
     with stream:
-        kernel((blocks(h * w, NORM_PIXELS),), (NORM_THREADS,),
+        kernel((blocks(h * w, NORM_PIXELS), frames), (NORM_THREADS,),
                (feats, np.int32(h), np.int32(w), feats_hwc))
+
+
+def describe_frames(feats_hwc, model_hw, positions, table, capacity, stream, frames=None):
+    """
+    Bicubic, L2-normalised descriptors of each frame at its sorted keypoint positions.
+
+    ``feats_hwc`` float32 [B, h, w, C] unit-length features, ``model_hw``
+    (mh, mw), ``positions`` int32 [B, capacity] model pixels ``y * mw + x``;
+    through the device frame ``table`` (rows: count, descriptors) each frame's
+    count (null: ``capacity``) and float32 [>= count, C] output.
+    """
+    h, w, channels = feats_hwc.shape[-3:]
+    frames = _frames_of(feats_hwc, 3) if frames is None else int(frames)
+    mh, mw = model_hw
+    kernel = function(kernels.describe_module(_device_id(), channels), 'describe')
+    with stream:
+        kernel((blocks(capacity, DESCRIBE_WARPS), frames), (32 * DESCRIBE_WARPS,),
+               (feats_hwc, np.int32(h), np.int32(w), np.int32(mh), np.int32(mw), positions,
+                np.int32(positions.shape[-1]), table, np.int32(capacity)))
 
 
 def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
     """
-    Bicubic, L2-normalised descriptors at sorted keypoint positions.
+    One frame's descriptors (see :func:`describe_frames`).
 
-    ``feats_hwc`` float32 [h, w, C] unit-length features, ``model_hw`` (mh, mw),
-    ``positions`` int32 [>= n] model pixels ``y * mw + x``, ``count`` an int or
-    :class:`DeviceCount`, ``out`` float32 [>= n, C].
+    ``feats_hwc`` float32 [h, w, C], ``positions`` int32 [>= n], ``count`` an
+    int or :class:`DeviceCount`, ``out`` float32 [>= n, C]. Uploads a one-row
+    frame table (not capturable); a zero host bound launches nothing.
     """
     bound = count_bound(count)
     if bound <= 0:
         return
-    h, w, channels = feats_hwc.shape
-    mh, mw = model_hw
-    count_ptr, count_cap = count_args(count)
-    kernel = function(kernels.describe_module(_device_id(), channels), 'describe')
-    with stream:
-        kernel((blocks(bound, DESCRIBE_WARPS),), (32 * DESCRIBE_WARPS,),
-               (feats_hwc, np.int32(h), np.int32(w), np.int32(mh), np.int32(mw), positions,
-                count_ptr, count_cap, out))
+    device_count = count.array if isinstance(count, DeviceCount) else None
+    table = _upload_table(frame_table_rows([(device_count, None, None, out, 1.0, 1.0)]), stream)
+    describe_frames(feats_hwc, model_hw, positions, table, bound, stream, frames=1)
 
 
 # -- matching -------------------------------------------------------------------------------
@@ -295,22 +404,45 @@ def alloc_match_output(capacity):
                        cp.empty(capacity, dtype=cp.float32), cp.zeros(1, dtype=cp.int32))
 
 
+@dataclass(frozen=True)
+class ScratchViews:
+    """
+    One matching's scratch, zeroed by one memset of ``nbytes`` from ``best_row``.
+
+    ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
+    ``col_max`` uint32 orderable tensor-core maxima (tensor-core path only).
+    """
+
+    best_row: object
+    best_col: object
+    row_max: object
+    col_max: object
+    nbytes: int
+
+
 class MatchScratch:
-    """Per-row / per-column best keys (uint64), grown on demand, reused otherwise."""
+    """Per-row / per-column scratch of the matcher in one buffer, grown on demand."""
 
     def __init__(self):
-        """Start empty."""
-        self.best_row = None
-        self.best_col = None
+        """Start empty (no CuPy needed until :meth:`ensure`)."""
+        self.buffer = None
+        self.generation = 0  # changes whenever the buffer is replaced (graph cache keys)
+
+    def fits(self, rows, cols):
+        """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
+        return self.buffer is not None and self.buffer.nbytes >= 12 * (int(rows) + int(cols))
 
     def ensure(self, rows, cols):
-        """Return ``(best_row, best_col)`` holding at least ``rows`` / ``cols`` entries."""
+        """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
-        if self.best_row is None or self.best_row.shape[0] < rows:
-            self.best_row = cp.empty(max(rows, 1), dtype=cp.uint64)
-        if self.best_col is None or self.best_col.shape[0] < cols:
-            self.best_col = cp.empty(max(cols, 1), dtype=cp.uint64)
-        return self.best_row[:rows], self.best_col[:cols]
+        nbytes = 12 * (int(rows) + int(cols))
+        if not self.fits(rows, cols):
+            self.buffer = cp.empty(max(nbytes, 16), dtype=cp.uint8)
+            self.generation += 1
+        base = self.buffer.data
+        keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
+        maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
+        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:], nbytes)
 
 
 def check_descriptor_set(side, width, label):
@@ -344,7 +476,8 @@ def check_match_capacity(bound0, bound1, out):
             f'up to {needed} matches possible, output holds {out.capacity}')
 
 
-def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64):
+def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
+                    tensor_cores=True):
     """
     Mutual-NN matches of two :class:`DescriptorSet` into ``out`` (ordered by idx0).
 
@@ -352,6 +485,11 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64):
     a host count of zero gives zero matches and launches no kernel. Raises
     :class:`DescriptorLayoutError` (see :func:`check_descriptor_set`,
     :func:`check_match_capacity`) before anything is enqueued.
+
+    ``tensor_cores=True`` finds the candidates on the tensor cores and
+    re-checks them in FP32 (``mnn_approx_tc`` + ``mnn_refine_tc``): the
+    matches and similarities equal the FP32 kernel's (``mnn_best``, used with
+    ``tensor_cores=False``) for descriptors of length <= ~1.001.
     """
     bound0 = check_descriptor_set(side0, width, 'side 0')
     bound1 = check_descriptor_set(side1, width, 'side 1')
@@ -359,18 +497,31 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64):
     if bound0 == 0 or bound1 == 0:
         memset_async(out.count, 0, stream)
         return
-    best_row, best_col = scratch.ensure(bound0, bound1)
-    memset_async(best_row, 0, stream)
-    memset_async(best_col, 0, stream)
+    # the tensor-core kernels read rows as float4: 16-byte aligned buffers only
+    tensor_cores = bool(tensor_cores) and not (side0.buffer.data.ptr % 16
+                                               or side1.buffer.data.ptr % 16)
+    views = scratch.ensure(bound0, bound1)
+    _cupy().cuda.runtime.memsetAsync(views.best_row.data.ptr, 0, views.nbytes, stream.ptr)
     module = kernels.match_module(int(width), _device_id())
     c0, b0 = count_args(side0.count)
     c1, b1 = count_args(side1.count)
     use_min = float(min_cossim) > 0
+    grid = (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE))
     with stream:
-        function(module, 'mnn_best')(
-            (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE)), (MATCH_THREADS,),
-            (side0.buffer, c0, b0, side1.buffer, c1, b1, best_row, best_col))
+        if tensor_cores:
+            function(module, 'mnn_approx_tc')(
+                grid, (TC_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max))
+            function(module, 'mnn_refine_tc')(
+                grid, (TC_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
+                 np.float32(TC_MARGIN), views.best_row, views.best_col))
+        else:
+            function(module, 'mnn_best')(
+                grid, (MATCH_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.best_row, views.best_col))
         function(module, 'mnn_collect')(
             (1,), (COLLECT_THREADS,),
-            (best_row, best_col, c0, b0, c1, b1, np.float32(min_cossim), np.int32(use_min),
-             out.idx0, out.idx1, out.similarity, out.count, np.int32(out.capacity)))
+            (views.best_row, views.best_col, c0, b0, c1, b1, np.float32(min_cossim),
+             np.int32(use_min), out.idx0, out.idx1, out.similarity, out.count,
+             np.int32(out.capacity)))
