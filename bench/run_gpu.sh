@@ -19,7 +19,7 @@
 # Data: $XFEAT_BENCH_DATA (default .devbench/) holds models/xfeat_backbone.npz
 # and data/tum_fr2_desk/rgb/*.png (8 frames copied from ../shared; ignored by
 # git). Knobs: PIPELINE_ARGS, NODE_ARGS (extra xfeat_bench options), BACKEND,
-# PIPELINE_TIMEOUT, NODE_TIMEOUT (seconds).
+# PIPELINE_TIMEOUT, NODE_TIMEOUT (seconds), NODE_VARIANTS (see the node part).
 # Usage: bash bench/run_gpu.sh [all|pipeline|node]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -27,9 +27,11 @@ OUT="${OUT:-/tmp/xfeat_bench}"
 mkdir -p "${OUT}"
 WHAT="${1:-all}"
 DATA="${XFEAT_BENCH_DATA:-${PWD}/.devbench}"
+[[ -d "${DATA}" ]] || DATA="${PWD}/test/data"   # the fixtures of a fresh clone
 BACKEND="${BACKEND:-pytorch}"
 IMAGES="${DATA}/data/tum_fr2_desk"
 WEIGHTS="${DATA}/models/xfeat_backbone.npz"
+[[ -f "${WEIGHTS}" ]] || WEIGHTS="${PWD}/xfeat_ros/data/xfeat_backbone.npz"   # packaged copy
 export PYTHONUNBUFFERED=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
@@ -72,13 +74,25 @@ if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
   # shellcheck disable=SC1091
   source scripts/ros_env.sh
   export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
-  echo "== node mode ($(date -u +%T))"
-  # shellcheck disable=SC2086
-  timeout "${NODE_TIMEOUT:-300}" python -m xfeat_ros.bench node --backend "${BACKEND}" --images "${IMAGES}" \
-    --weights "${WEIGHTS}" --log-dir /tmp/xfeat_bench_logs --json "${OUT}/bench_node.json" \
-    --png "${OUT}/bench_node_latency.png" ${NODE_ARGS:-}
-  rc_node=$?
-  tar czf "${OUT}/node_logs.tar.gz" -C /tmp xfeat_bench_logs
+  # NODE_VARIANTS: ENCODING:PROFILE words (profile 'shipped' or 'default' = Fast
+  # DDS defaults), one node-mode run each -> bench_node_ENCODING_PROFILE.json;
+  # latency histograms and logs -> node_extra.tar.gz.
+  mkdir -p /tmp/xfeat_bench_extra
+  for variant in ${NODE_VARIANTS:-rgb8:shipped}; do
+    encoding="${variant%%:*}"
+    profile="${variant##*:}"
+    [[ "${profile}" == default ]] && profile_arg='' || profile_arg="${profile}"
+    echo "== node mode ${encoding}, DDS profile ${profile} ($(date -u +%T))"
+    # shellcheck disable=SC2086
+    timeout "${NODE_TIMEOUT:-300}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
+      python -m xfeat_ros.bench node --backend "${BACKEND}" --images "${IMAGES}" \
+      --weights "${WEIGHTS}" --encoding "${encoding}" --dds-profile "${profile_arg}" \
+      --log-dir "/tmp/xfeat_bench_logs/${encoding}_${profile}" \
+      --json "${OUT}/bench_node_${encoding}_${profile}.json" \
+      --png "/tmp/xfeat_bench_extra/bench_node_latency_${encoding}_${profile}.png" ${NODE_ARGS:-} \
+      || rc_node=$?
+  done
+  tar czf "${OUT}/node_extra.tar.gz" -C /tmp xfeat_bench_logs xfeat_bench_extra
 fi
 echo "run_gpu: pipeline rc=${rc_pipeline} node rc=${rc_node} ($(date -u +%T))"
 exit $(( rc_pipeline != 0 ? rc_pipeline : rc_node ))
