@@ -2,19 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Camera models and epipolar helpers of xfeat_ros.camera, checked against OpenCV."""
 
-from pathlib import Path
 import types
 
+from conftest import DATA_ROOT, NEEDS_SHARED
 import cv2
 import numpy as np
 import pytest
-
 from xfeat_ros.camera import (CameraModel, distort_normalized, epipolar_errors,
                               essential_matrix, read_euroc_extrinsics,
                               relative_pose_from_extrinsics, undistort_points)
 from xfeat_ros.errors import CameraModelError
 
-EUROC = Path(__file__).resolve().parents[1].parent / 'shared' / 'data' / 'euroc_v101_stereo'
+EUROC = DATA_ROOT / 'data' / 'euroc_v101_stereo'  # ../shared, else the fixtures (cam0 only)
 CRITERIA = (cv2.TERM_CRITERIA_COUNT | cv2.TERM_CRITERIA_EPS, 200, 1e-14)
 TUM = ([520.9, 521.0, 325.1, 249.7], 'plumb_bob', [0.2312, -0.7849, -0.0033, -0.0001, 0.9172])
 RATIONAL = ([500.0, 502.0, 330.0, 235.0], 'rational_polynomial',
@@ -23,10 +22,11 @@ FISHEYE = ([380.0, 381.0, 320.0, 240.0], 'equidistant', [-0.02, 0.005, -0.002, 0
 
 
 def euroc_yaml(name):
-    """Return the path of a EuRoC sensor.yaml in ../shared; skip where absent."""
+    """Return the path of a EuRoC sensor.yaml; skip, saying ../shared is needed, where absent."""
     path = EUROC / name
     if not path.is_file():
-        pytest.skip(f'{path} (EuRoC V1_01 stereo calibration) is not present beside the repo')
+        pytest.skip(f'{path} (EuRoC V1_01 stereo calibration) is not in the fixtures: '
+                    f'{NEEDS_SHARED}')
     return path
 
 
