@@ -7,8 +7,9 @@ Each configuration (profile x message x reliability) runs two fresh processes,
 a publisher and a subscriber, so that every participant reads its profile at
 start-up as a camera driver and the node would. The publisher stamps each
 message (``header.stamp`` = wall clock) just before ``publish`` at a fixed
-rate; the subscriber (an ordinary typed subscription: deserialization
-included) records the receipt time. Latency = receipt - stamp (same clock,
+rate (``--burst`` messages back to back per tick); the subscriber (an ordinary
+typed subscription, deserialization included; ``--raw``: the serialized bytes
+only) records the receipt time. Latency = receipt - stamp (same clock,
 same machine). The first ``--warmup`` messages are not counted.
 
 Messages (``--messages``):
@@ -98,6 +99,7 @@ def run_subscriber(args):
     """Receive until stdin closes; print one JSON line of (seq, stamp, receipt) triples."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+    from xfeat_ros.bench import header_from_cdr
     msg_type, _ = build_message(args.message)
     rclpy.init()
     node = rclpy.create_node('transport_bench_sub')
@@ -108,8 +110,13 @@ def run_subscriber(args):
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         received.append((int(msg.header.frame_id or -1), stamp, now))
 
-    node.create_subscription(msg_type, args.topic, on_msg,
-                             qos_profile(args.reliability, args.depth))
+    def on_raw(payload):
+        now = time.time_ns()
+        stamp, frame_id = header_from_cdr(payload)
+        received.append((int(frame_id or -1), stamp, now))
+
+    node.create_subscription(msg_type, args.topic, on_raw if args.raw else on_msg,
+                             qos_profile(args.reliability, args.depth), raw=args.raw)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
     executor = SingleThreadedExecutor()
@@ -327,15 +334,21 @@ def latency_stats(received, warmup, published):
 def run_config(profile, kind, reliability, args, index):
     """One configuration: fresh subscriber and publisher processes; returns its row."""
     env, decision = child_environment(profile, args.domain_id)
+    sub_env, sub_decision = env, decision
+    if args.sub_profile is not None:  # only the publisher gets ``profile``
+        sub_env, sub_decision = child_environment(args.sub_profile, args.domain_id)
     topic = f'transport_bench_{index}'
     common = ['--message', kind, '--reliability', reliability, '--depth', str(args.depth),
               '--topic', topic]
+    sub_options = ['--raw'] if args.raw else []
     me = [sys.executable, str(Path(__file__).resolve())]
-    sub = subprocess.Popen(me + ['sub'] + common, env=env, stdin=subprocess.PIPE,
+    sub = subprocess.Popen(me + ['sub'] + common + sub_options, env=sub_env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
     events = queue.Queue()
     threading.Thread(target=_reader, args=(sub.stdout, events), daemon=True).start()
-    row = {'profile': profile, 'profile_file': decision.path, 'message': kind,
+    row = {'profile': profile, 'profile_file': decision.path,
+           'subscriber_profile_file': sub_decision.path, 'raw_subscription': args.raw,
+           'message': kind,
            'reliability': reliability, 'rate_hz': args.rate, 'burst': args.burst,
            'count': args.count, 'warmup': args.warmup}
     try:
@@ -406,7 +419,7 @@ def environment_record(args):
                                                  'default (rmw_fastrtps_cpp)'),
             'shipped_profile': str(profile),
             'shipped_profile_sha256': hashlib.sha256(profile.read_bytes()).hexdigest(),
-            'exported_profile_ignored': os.environ.get(dds.PROFILE_ENV)}
+            'profile_exported_in_shell_dropped_for_children': os.environ.get(dds.PROFILE_ENV)}
 
 
 def markdown(results):
@@ -470,11 +483,15 @@ def main(argv=None):
     top = sub.add_parser('run', help='every configuration, side by side')
     top.add_argument('--profiles', type=_csv(), default=['default', 'shipped'],
                      help='comma list: default, shipped, or XML paths')
+    top.add_argument('--sub-profile', help='profile of the subscriber process only '
+                     '(default: the same as the publisher)')
     top.add_argument('--messages', type=_csv(MESSAGES), default=list(DEFAULT_MESSAGES))
     top.add_argument('--reliability', type=_csv(('reliable', 'best_effort')),
                      default=['reliable', 'best_effort'])
     top.add_argument('--rate', type=float, default=30.0, help='Hz (default 30)')
     top.add_argument('--count', type=int, default=300, help='messages per configuration')
+    top.add_argument('--raw', action='store_true',
+                     help='raw subscription (bytes, no deserialization: transport only)')
     top.add_argument('--burst', type=int, default=1,
                      help='messages published back to back per tick (several cameras)')
     top.add_argument('--warmup', type=int, default=10, help='first messages not counted')
@@ -501,6 +518,7 @@ def main(argv=None):
         child.add_argument('--count', type=int, default=300)
         child.add_argument('--rate', type=float, default=30.0)
         child.add_argument('--burst', type=int, default=1)
+        child.add_argument('--raw', action='store_true')
     args = parser.parse_args(argv)
     if args.mode == 'sub':
         return run_subscriber(args)

@@ -71,8 +71,9 @@ def test_explicit_domain_and_profile_path(tmp_path):
     env = {dds.DOMAIN_ENV: '3'}
     dds.ros_environment(str(own), domain_id=17, env=env)
     assert env[dds.DOMAIN_ENV] == '17' and env[dds.PROFILE_ENV] == str(own.resolve())
-    with pytest.raises(ParameterError, match='not a file'):
-        dds.ros_environment(str(tmp_path / 'absent.xml'), env={})
+    for env in ({}, {dds.PROFILE_ENV: str(own)}):  # a typo is reported even where env wins
+        with pytest.raises(ParameterError, match='not a file'):
+            dds.ros_environment(str(tmp_path / 'absent.xml'), env=env)
 
 
 def test_profile_argument():

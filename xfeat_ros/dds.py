@@ -97,22 +97,26 @@ def decide_profile(requested=SHIPPED, env=None):
     Decide the profile for ``requested`` (``'shipped'``, a path, or ``''``) given ``env``.
 
     Pure: reads ``env`` (default ``os.environ``) and the file system, changes
-    nothing. Raises :class:`ParameterError` for a path that is not a file.
+    nothing. Raises :class:`ParameterError` for a path that is not a file (also
+    when an exported profile would win).
     """
     env = os.environ if env is None else env
     requested = '' if requested is None else str(requested).strip()
     exported = env.get(PROFILE_ENV, '')
     if not requested:
         return ProfileDecision(None, 'none')
+    path = None
+    if requested != SHIPPED:  # a typo is an error even where the environment wins
+        path = Path(requested).expanduser()
+        if not path.is_file():
+            raise ParameterError(f'DDS profile {requested!r} is not a file')
+        path = path.resolve()
     if exported:
-        explicit = requested != SHIPPED and _same_file(requested) != _same_file(exported)
+        explicit = path is not None and path != _same_file(exported)
         return ProfileDecision(None, 'environment', ignored=explicit)
-    if requested == SHIPPED:
+    if path is None:
         return ProfileDecision(str(shipped_profile()), 'shipped')
-    path = Path(requested).expanduser()
-    if not path.is_file():
-        raise ParameterError(f'DDS profile {requested!r} is not a file')
-    return ProfileDecision(str(path.resolve()), 'argument')
+    return ProfileDecision(str(path), 'argument')
 
 
 def _same_file(path):
