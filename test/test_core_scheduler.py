@@ -272,15 +272,13 @@ class GroupEngine(ScriptedEngine):
         super().__init__(features)
         self.group_calls = []
 
-    def submit_group(self, frames):
-        if any(msg.header.frame_id == 'bad' for msg, _, _ in frames):
+    def submit_group(self, msgs, slots):
+        if any(msg.header.frame_id == 'bad' for msg in msgs):
             raise ImageLayoutError('bad frame in the group')
-        self.group_calls.append([(msg.header.frame_id, previous is not None)
-                                 for msg, _, previous in frames])
-        for msg, slot, previous in frames:
+        self.group_calls.append([msg.header.frame_id for msg in msgs])
+        for msg, slot in zip(msgs, slots):
             slot.features = self.features_by_id[msg.header.frame_id]
-            slot.matches = None if previous is None else \
-                self.match_features(previous.features, slot.features)
+            slot.matches = None
 
 
 def test_an_engine_with_submit_group_gets_the_whole_group(scripted):
@@ -289,7 +287,8 @@ def test_an_engine_with_submit_group_gets_the_whole_group(scripted):
     items = [streams['a'].accept(frame_msg(0), 0.0), streams['b'].accept(frame_msg(1), 0.0),
              streams['a'].accept(frame_msg(2), 0.0)]
     done = scheduler.process(items)
-    assert engine.group_calls == [[('0', False), ('1', False), ('2', True)]]
+    assert engine.group_calls == [['0', '1', '2']]
+    assert [c for c in engine.calls if c[0] == 'match'] == [('match', 200, 200)]  # 2 after 0
     assert done[2].matches is not None and len(done[2].matches) == 200
     bad = frame_msg(3)
     bad.header.frame_id = 'bad'

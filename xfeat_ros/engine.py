@@ -12,12 +12,14 @@ evaluation) drives it the same way, through :class:`Engine`::
     engine.submit_match(prev_slot, slot)   # frame-to-frame, same camera
     ...                                    # up to max_frames_in_flight frames
     engine.synchronize()                   # one sync for the whole group
-    engine.features(slot), engine.matches(slot)   # host copies, bounded by counts
+    engine.results(slots)                  # [(Features, MatchResult or None)], one copy pass
+    engine.features(slot), engine.matches(slot)   # the same, one slot at a time
     engine.match_features(f0, f1)          # two host Features (stereo), synchronous
     engine.configure(top_k=..., threshold=..., min_cossim=...)  # between groups
 
-An engine may also offer ``submit_group(frames)`` (see
-:func:`group_submit`): one call for a whole group, for a batched backbone.
+An engine may also offer ``submit_group(msgs, slots)`` (see
+:func:`group_submit`): the detection of a whole group in one call, for a
+batched backbone; the group's matches are then enqueued with ``submit_match``.
 
 On the CPU everything happens inside ``submit``/``submit_match`` and
 ``synchronize`` is a no-op; the GPU engine (``xfeat_ros.gpu``) enqueues device
@@ -73,20 +75,23 @@ class Engine(Protocol):
     def matches(self, slot):
         """Host :class:`xfeat_ros.pipeline.MatchResult` of a matched slot, else None."""
 
+    def results(self, slots):
+        """``[(features(slot), matches(slot))]`` of ``slots`` (an engine may batch the copies)."""
+
     def match_features(self, features0, features1):
         """Match two host Features now; return a :class:`MatchResult`."""
 
 
 def group_submit(engine):
     """
-    Return the engine's optional ``submit_group(frames)``, or None.
+    Return the engine's optional ``submit_group(msgs, slots)``, or None.
 
-    ``frames`` is ``[(msg, slot, previous_slot or None)]`` in order (a
-    ``previous_slot`` may belong to an earlier frame of the same call): what
-    ``submit`` and ``submit_match`` would do frame by frame, in one call, so a
-    batched backbone can run the whole group at once. It raises the
-    :class:`xfeat_ros.errors.ImageError` of a bad frame before enqueuing
-    anything (the scheduler then submits frame by frame to reject just that one).
+    What ``submit`` would do for each ``(msg, slot)`` pair, in one call, so a
+    batched backbone runs the whole group at once (the GPU engine's
+    :meth:`xfeat_ros.gpu.engine.GpuEngine.submit_group`); matches follow with
+    ``submit_match``. It raises the :class:`xfeat_ros.errors.ImageError` of a
+    bad frame before enqueuing anything (the scheduler then submits frame by
+    frame to reject just that one).
     """
     return getattr(engine, 'submit_group', None)
 
@@ -177,6 +182,10 @@ class CpuEngine:
     def matches(self, slot):
         """Host :class:`xfeat_ros.pipeline.MatchResult` of a slot (None if not matched)."""
         return slot.matches
+
+    def results(self, slots):
+        """``[(features, matches)]`` of ``slots`` (host objects already)."""
+        return [(slot.features, slot.matches) for slot in slots]
 
 
 # -- configuration and factory --------------------------------------------------------------------

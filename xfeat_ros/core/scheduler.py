@@ -308,13 +308,12 @@ class Scheduler:
             taken = self._submit_each(group, last)
         engine.synchronize()
         done = []
-        for item, entry, previous in taken:
-            entry.features = engine.features(entry.slot)
+        results = engine.results([entry.slot for _, entry, _ in taken])
+        for (item, entry, previous), (features, matches) in zip(taken, results):
+            entry.features = features
             if previous is None:
                 matches = None
-            elif previous.slot is not None:
-                matches = engine.matches(entry.slot)
-            else:  # the previous frame lives on another engine (before a fallback)
+            elif previous.slot is None:  # the previous frame lives on another engine (fallback)
                 matches = engine.match_features(previous.features, entry.features)
             done.append(Done(item, entry.features, matches))
         kept = {id(entry.slot) for entry in last.values()}
@@ -354,17 +353,20 @@ class Scheduler:
         """One ``submit_group`` call; None (nothing enqueued) when a frame is bad."""
         trial = dict(last)
         taken = [(item, *self._plan(item, trial)) for item in group]
-        frames = [(item.msg, entry.slot,
-                   previous.slot if previous is not None else None)
-                  for item, entry, previous in taken]
         if any(previous is not None and previous.slot is None for _, _, previous in taken):
+            for _, entry, _ in taken:
+                self._release(entry.slot)
             return None  # a previous frame without a slot: submitted one by one
         try:
-            group_submit(self.engine)(frames)
+            group_submit(self.engine)([item.msg for item, _, _ in taken],
+                                      [entry.slot for _, entry, _ in taken])
         except ImageError:
             for _, entry, _ in taken:
                 self._release(entry.slot)
             return None
+        for _, entry, previous in taken:
+            if previous is not None:
+                self.engine.submit_match(previous.slot, entry.slot)
         last.update(trial)
         return taken
 
