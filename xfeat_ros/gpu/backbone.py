@@ -39,6 +39,7 @@ PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
 LOGIT_CHANNELS = 65
 WARMUP_RUNS = 3
+DIRECT_LAYERS = 4  # leading block1 layers run by backbone.cu's direct kernels (0: cuDNN)
 FUSE_THREADS = 256
 FUSE_MAX_BLOCKS = 4096
 
@@ -161,6 +162,43 @@ def fold_for_inference(net, torch, fused_relu=False):
     return net.eval()
 
 
+class _StreamHandle:
+    """A raw ``cudaStream_t`` behind the CUDA stream protocol (``__cuda_stream__``)."""
+
+    def __init__(self, ptr):
+        self.ptr = int(ptr)
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+_CUPY_STREAMS = {}
+
+
+def cupy_stream(ptr):
+    """
+    Return a CuPy stream object for the raw stream handle ``ptr`` owned elsewhere.
+
+    ``cupy.cuda.Stream.from_external`` where CuPy has it (>= 14; ``ExternalStream``
+    is deprecated there), else ``cupy.cuda.ExternalStream``. One object per
+    handle (e.g. a PyTorch stream), kept for the process's life: no
+    per-launch wrapper, and never a destructor run on a stream CuPy does not
+    own.
+    """
+    stream = _CUPY_STREAMS.get(ptr)
+    if stream is None:
+        import cupy
+        from_external = getattr(cupy.cuda.Stream, 'from_external', None)
+        stream = (from_external(_StreamHandle(ptr)) if from_external is not None
+                  else cupy.cuda.ExternalStream(ptr))
+        _CUPY_STREAMS[ptr] = stream
+    return stream
+
+
+def _current_cupy_stream(torch):
+    return cupy_stream(torch.cuda.current_stream().cuda_stream)
+
+
 def launch_fuse_scales(kernel, x3, x4, x5, torch):
     """
     ``(x3 + up(x4)) + up(x5)`` in one launch of ``backbone.cu``'s ``fuse_scales``.
@@ -168,19 +206,84 @@ def launch_fuse_scales(kernel, x3, x4, x5, torch):
     On PyTorch's current stream (so inside a CUDA graph capture when one is
     under way); the output comes from PyTorch's allocator (the graph's pool).
     """
-    import cupy
     x3, x4, x5 = (x.contiguous() for x in (x3, x4, x5))
     out = torch.empty_like(x3)
     planes = x3.shape[0] * x3.shape[1]
     (height, width), (h4, w4), (h5, w5) = x3.shape[-2:], x4.shape[-2:], x5.shape[-2:]
     total = planes * height * width
     blocks = max(1, min((total + FUSE_THREADS - 1) // FUSE_THREADS, FUSE_MAX_BLOCKS))
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+    with _current_cupy_stream(torch):
         kernel((blocks,), (FUSE_THREADS,),
                (np.uint64(x3.data_ptr()), np.uint64(x4.data_ptr()), np.uint64(x5.data_ptr()),
                 np.int32(planes), np.int32(height), np.int32(width), np.int32(h4),
                 np.int32(w4), np.int32(h5), np.int32(w5), np.uint64(out.data_ptr())))
     return out
+
+
+# (in channels, out channels, stride) -> backbone.cu entry point
+DIRECT_CONVS = {(1, 4, 1): 'conv3x3_relu_1x4', (4, 8, 2): 'conv3x3_relu_4x8_s2',
+                (8, 8, 1): 'conv3x3_relu_8x8', (8, 24, 2): 'conv3x3_relu_8x24_s2'}
+CONV_BLOCK = (32, 8)  # must equal backbone.cu (CONV_BX, CONV_BY)
+CONV_CO = 8  # must equal backbone.cu
+
+
+def launch_conv3x3_relu(kernel, x, weight, bias, stride, torch):
+    """
+    ``relu(conv3x3(x, weight, bias, stride, padding=1))`` by a ``backbone.cu`` kernel.
+
+    ``x`` [B, CIN, H, W] float32 CUDA, ``weight`` [COUT, CIN, 3, 3], ``bias``
+    [COUT] (contiguous); on PyTorch's current stream, the output from PyTorch's
+    allocator (as :func:`launch_fuse_scales`).
+    """
+    x = x.contiguous()
+    frames, _, height, width = x.shape
+    cout = weight.shape[0]
+    ho, wo = (height - 1) // stride + 1, (width - 1) // stride + 1
+    out = torch.empty((frames, cout, ho, wo), device=x.device, dtype=x.dtype)
+    grid = (-(-wo // CONV_BLOCK[0]), -(-ho // CONV_BLOCK[1]),
+            frames * (cout // min(cout, CONV_CO)))
+    with _current_cupy_stream(torch):
+        kernel(grid, CONV_BLOCK,
+               (np.uint64(x.data_ptr()), np.uint64(weight.data_ptr()),
+                np.uint64(bias.data_ptr()), np.int32(height), np.int32(width), np.int32(ho),
+                np.int32(wo), np.uint64(out.data_ptr())))
+    return out
+
+
+def _direct_conv_module(torch, kernel, weight, bias, stride):
+    """Return a module running a folded conv + bias + ReLU by :func:`launch_conv3x3_relu`."""
+    class _DirectConvReLU(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(weight.detach().contiguous(), requires_grad=False)
+            self.bias = torch.nn.Parameter(bias.detach().contiguous(), requires_grad=False)
+
+        def forward(self, x):
+            return launch_conv3x3_relu(kernel, x, self.weight, self.bias, stride, torch)
+
+    return _DirectConvReLU()
+
+
+def use_direct_convs(net, layers, gpu, torch):
+    """
+    Run the first ``layers`` of ``net.block1`` (folded, on the GPU) with ``backbone.cu``.
+
+    Each must be a 3x3 conv + bias + ReLU of a shape in :data:`DIRECT_CONVS`;
+    returns how many were replaced (stops at the first that is not).
+    """
+    from xfeat_ros.gpu import kernels, ops
+    module = kernels.backbone_module(gpu)
+    done = 0
+    for layer in list(net.block1)[:max(0, int(layers))]:
+        conv = layer.layer[0]
+        stride = int(conv.stride[0])
+        name = DIRECT_CONVS.get((conv.weight.shape[1], conv.weight.shape[0], stride))
+        if name is None or tuple(conv.weight.shape[2:]) != (3, 3) or conv.bias is None:
+            break
+        layer.layer = torch.nn.Sequential(_direct_conv_module(
+            torch, ops.function(module, name), conv.weight, conv.bias, stride))
+        done += 1
+    return done
 
 
 def forward_folded(net, image, torch, side=None, fuse=None):
@@ -232,6 +335,26 @@ class _TorchBinding:
         self.logits = logits
         self.reliability = reliability
         self.graph = None
+        self.launch = None  # launch(stream pointer): the graph's executable, without PyTorch
+
+
+def raw_graph_launcher(graph):
+    """
+    Return ``launch(stream_ptr)`` of a captured ``torch.cuda.CUDAGraph``, or None.
+
+    One ``cudaGraphLaunch`` of its executable graph through CuPy's runtime
+    bindings: the replay without PyTorch's stream and device context managers
+    (tens of microseconds of host time per call). The graph holds no random
+    number state, so a plain launch is all its ``replay`` does. None where
+    PyTorch (``raw_cuda_graph_exec``, >= 2.7) or CuPy (``graphLaunch``) lack it.
+    """
+    try:
+        import cupy
+        graph_launch = cupy.cuda.runtime.graphLaunch
+        executable = int(graph.raw_cuda_graph_exec())
+    except (ImportError, AttributeError, RuntimeError, TypeError):
+        return None
+    return lambda stream_ptr: graph_launch(executable, stream_ptr)
 
 
 class TorchBackbone:
@@ -253,8 +376,11 @@ class TorchBackbone:
     ``fused_relu`` runs conv + bias + ReLU as one cuDNN call per layer;
     ``parallel_heads`` runs the keypoint head on a second stream beside the
     rest; ``fused_scales`` adds the three feature scales in one kernel of
-    ``kernels/backbone.cu`` (:func:`forward_folded`). The last two need
-    ``fold=True`` (and ``fused_scales`` CuPy, else it is left off).
+    ``kernels/backbone.cu`` (:func:`forward_folded`); ``direct_convs`` runs
+    the first that many layers of block1 (1 -> 4, 4 -> 8 / 2, 8 -> 8,
+    8 -> 24 / 2 channels; 0 to 4) with ``backbone.cu``'s direct FP32
+    convolutions instead of cuDNN (:func:`use_direct_convs`). The last three
+    need ``fold=True`` (and CuPy, else they are left off) and FP32.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -266,7 +392,7 @@ class TorchBackbone:
 
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
                  cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
-                 parallel_heads=True, fused_scales=True):
+                 parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -295,6 +421,12 @@ class TorchBackbone:
         if fold:
             net = fold_for_inference(net, torch, self.fused_relu)
         self.net = net.to(self.device, self.dtype).to(memory_format=self.memory_format).eval()
+        self.direct_convs = 0
+        if direct_convs and fold and not channels_last and precision == 'fp32':
+            try:
+                self.direct_convs = use_direct_convs(self.net, direct_convs, int(gpu), torch)
+            except (ImportError, BackendError) as exc:
+                LOG.info('direct convolutions off (%s)', exc)
         self._bindings = {}
         self._streams = {}
         self._pool = None  # graph memory pool shared by every captured batch/input size
@@ -351,6 +483,7 @@ class TorchBackbone:
                                            capture_error_mode='thread_local'):
                     self._forward_into(binding)
                 binding.graph = graph
+                binding.launch = raw_graph_launcher(graph)
                 if self._pool is None:
                     self._pool = graph.pool()
                 LOG.info('captured a CUDA graph of the backbone for %d x %dx%d (%s)',
@@ -363,11 +496,14 @@ class TorchBackbone:
     def run(self, image, outputs, stream):
         """Enqueue the network on ``stream``: ``image`` -> ``outputs`` (no sync)."""
         torch = self.torch
-        ext = self._torch_stream(stream)
         binding = self._bindings.get(buffer_key(image, outputs))
+        if binding is not None and binding.launch is not None:
+            binding.launch(stream.ptr)  # the per-frame path: one graph launch
+            return
+        ext = self._torch_stream(stream)
         if binding is not None and binding.graph is not None:
             with torch.cuda.device(self.device), torch.cuda.stream(ext):
-                binding.graph.replay()  # the per-frame path: one graph launch
+                binding.graph.replay()
             return
         with torch.cuda.device(self.device), torch.no_grad(), self._cudnn():
             if binding is None:
