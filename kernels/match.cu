@@ -27,13 +27,14 @@
 //       kernel, computes S~ (mma.sync m16n8k8, FP32 accumulation) 32 columns
 //       at a time and keeps each row's running maximum m~ (no atomics: the
 //       row is the warp's alone). Every (i, j) with S~ >= m~ - margin at that
-//       moment is queued (per warp, in shared memory); a full queue, and the
-//       end, prune the queue against the then running maxima and re-check the
-//       rest in exact FP32 (32 lanes at a time, rows from global memory / L2):
-//       one fma chain over k = 0 .. DESC_DIM - 1 from 0, as mnn_best computes
-//       it, folded as packed keys into the row's shared best, and at the end
-//       into best_row / best_col with one atomicMax per row and share (zero
-//       before the launch). mnn_collect then runs unchanged.
+//       moment is queued (per warp, in shared memory); a queue holding
+//       TC_FLUSH_AT is pruned against the then running maxima (compaction in
+//       shared memory), and re-checked only if TC_RECHECK_AT survive; the end
+//       prunes and re-checks the rest: exact FP32, 32 lanes at a time, rows
+//       from global memory / L2, one fma chain over k = 0 .. DESC_DIM - 1 from
+//       0 as mnn_best computes it, folded as packed keys into the row's shared
+//       best, then into best_row / best_col with one atomicMax per row and
+//       share (zero before the launch). mnn_collect then runs unchanged.
 //       Thread mapping: grid (shares, ceil(max(bound0, bound1) / block rows),
 //       2) of TC_WARPS * 32 threads; lane (g, t) = (lane / 4, lane % 4) holds
 //       rows 16 mt + g and 16 mt + g + 8 of its warp (mt < TC_MT) and, per
@@ -61,8 +62,9 @@
 // block's share of the columns has its own maximiser, so the atomicMax over
 // shares is exact too. The fma chain of the re-check is the same for both
 // directions (fmaf(a, b, s) == fmaf(b, a, s)). Descriptors longer than ~1.001
-// need mnn_best. A queue that overflows (thousands of exact ties) re-checks
-// the overflowing candidates at once: slower, same result.
+// need mnn_best. A queue that overflows (thousands of exact ties) is
+// re-checked at once, then the group's candidates one by one: slower, same
+// result.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
 // 128 for e.g. ALIKED; a matcher handles exactly that width); TC_WARPS (warps
@@ -95,7 +97,8 @@
 #define TC_COLUMN (4 * TC_PLANE)                  // words of one column in shared memory
 #define TC_STAGE (TC_COLS * DESC_DIM / 4 / TC_THREADS)  // float4 per thread per tile
 #define TC_QUEUE 128                              // queued candidates per warp
-#define TC_FLUSH_AT 64                            // re-check when this many wait
+#define TC_FLUSH_AT 64                            // prune the queue when this many wait
+#define TC_RECHECK_AT 48                          // re-check when this many survive pruning
 #define NEG_INF __int_as_float(0xff800000)
 #if (TC_COLS * DESC_DIM / 4) % TC_THREADS != 0
 #error "a tile must split evenly into float4 loads over the block"
@@ -257,14 +260,22 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
                                                   const float* __restrict__ b)
 {
     float s = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < DESC_DIM; k += 4) {
-        const float4 x = __ldg(reinterpret_cast<const float4*>(a + k));
-        const float4 y = __ldg(reinterpret_cast<const float4*>(b + k));
-        s = fmaf(x.x, y.x, s);
-        s = fmaf(x.y, y.y, s);
-        s = fmaf(x.z, y.z, s);
-        s = fmaf(x.w, y.w, s);
+#pragma unroll
+    for (int k0 = 0; k0 < DESC_DIM; k0 += 32) {  // 16 loads in flight, then 32 fma
+        float4 x[8];
+        float4 y[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            x[i] = __ldg(reinterpret_cast<const float4*>(a + k0) + i);
+            y[i] = __ldg(reinterpret_cast<const float4*>(b + k0) + i);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            s = fmaf(x[i].x, y[i].x, s);
+            s = fmaf(x[i].y, y[i].y, s);
+            s = fmaf(x[i].z, y[i].z, s);
+            s = fmaf(x[i].w, y[i].w, s);
+        }
     }
     return s;
 }
@@ -324,24 +335,27 @@ __device__ __forceinline__ void recheck(const RowQueue& q, const float* __restri
     atomicMax(&q.best[r], pack(s, j));
 }
 
-__device__ __forceinline__ void enqueue(const RowQueue& q, const float* __restrict__ a,
-                                        const float* __restrict__ b, int warp_row0, int r,
-                                        int j, float value)
+// Re-check, one lane at a time, the candidates of one 32-column group that `mask` marks
+// (bit ((mt * 2 + h) * 4 + nt) * 2 + e: warp row 16 mt + 8 h + g, column j0 + 8 nt + 2 t + e).
+__device__ __forceinline__ void recheck_group(const RowQueue& q, const float* __restrict__ a,
+                                              const float* __restrict__ b, int warp_row0,
+                                              unsigned int mask, int j0)
 {
-    const int slot = atomicAdd(q.count, 1);
-    const int key = (j << 5) | r;
-    if (slot < TC_QUEUE) {
-        q.key[slot] = key;
-        q.value[slot] = value;
-    } else {
-        recheck(q, a, b, warp_row0, key);
+    const int lane = threadIdx.x & 31;
+    for (; mask; mask &= mask - 1u) {
+        const int bit = __ffs(mask) - 1;
+        const int r = 16 * (bit >> 4) + 8 * ((bit >> 3) & 1) + (lane >> 2);
+        const int j = j0 + 8 * ((bit >> 1) & 3) + 2 * (lane & 3) + (bit & 1);
+        recheck(q, a, b, warp_row0, (j << 5) | r);
     }
 }
 
-// Warp-collective: drop the candidates now below their row's threshold (q.threshold, kept
-// current by the caller), re-check the rest 32 at a time, empty the queue.
+// Warp-collective: drop the queued candidates now below their row's threshold (q.threshold,
+// kept current by the caller); if at least `recheck_at` remain, re-check them 32 at a time
+// and empty the queue, else keep them queued (compacted).
 __device__ __forceinline__ void flush_queue(const RowQueue& q, const float* __restrict__ a,
-                                            const float* __restrict__ b, int warp_row0)
+                                            const float* __restrict__ b, int warp_row0,
+                                            int recheck_at)
 {
     const int lane = threadIdx.x & 31;
     __syncwarp();
@@ -350,25 +364,32 @@ __device__ __forceinline__ void flush_queue(const RowQueue& q, const float* __re
     for (int base = 0; base < n; base += 32) {  // in-place compaction of the survivors
         const int e = base + lane;
         int key = 0;
+        float value = 0.0f;
         bool keep = false;
         if (e < n) {
             key = q.key[e];
-            keep = q.value[e] >= q.threshold[key & 31];
+            value = q.value[e];
+            keep = value >= q.threshold[key & 31];
         }
         const unsigned int mask = __ballot_sync(0xffffffffu, keep);
         __syncwarp();  // every read of this chunk before any write (positions <= e)
         if (keep) {
-            q.key[kept + __popc(mask & ((1u << lane) - 1u))] = key;
+            const int pos = kept + __popc(mask & ((1u << lane) - 1u));
+            q.key[pos] = key;
+            q.value[pos] = value;
         }
         kept += __popc(mask);
     }
     __syncwarp();
-    for (int e = lane; e < kept; e += 32) {
-        recheck(q, a, b, warp_row0, q.key[e]);
+    if (kept >= recheck_at) {
+        for (int e = lane; e < kept; e += 32) {
+            recheck(q, a, b, warp_row0, q.key[e]);
+        }
+        kept = 0;
     }
     __syncwarp();
     if (lane == 0) {
-        *q.count = 0;
+        *q.count = kept;
     }
     __syncwarp();
 }
@@ -475,6 +496,8 @@ mnn_rows_tc(const float* __restrict__ d0, const int* count0, int bound0,
             // acc[mt][nt][2 h + e]: warp row 16 mt + 8 h + g, column j0 + 8 nt + 2 t + e
             const int j0 = tile * TC_COLS + 32 * group;
             const int valid = nb - j0;  // columns c < valid exist
+            unsigned int mask = 0u;  // this lane's candidates (recheck_group's bits)
+            bool lost = false;       // one did not fit into the queue
 #pragma unroll
             for (int mt = 0; mt < TC_MT; ++mt) {
 #pragma unroll
@@ -502,18 +525,31 @@ mnn_rows_tc(const float* __restrict__ d0, const int* count0, int bound0,
 #pragma unroll
                             for (int e = 0; e < 2; ++e) {
                                 const int c = 8 * nt + 2 * t + e;
-                                if (c < valid && acc[mt][nt][2 * h + e] >= threshold) {
-                                    enqueue(q, a, b, warp_row0, 16 * mt + 8 * h + g, j0 + c,
-                                            acc[mt][nt][2 * h + e]);
+                                const float v = acc[mt][nt][2 * h + e];
+                                if (c < valid && v >= threshold) {
+                                    mask |= 1u << (((mt * 2 + h) * 4 + nt) * 2 + e);
+                                    const int slot = atomicAdd(q.count, 1);
+                                    if (slot < TC_QUEUE) {
+                                        q.key[slot] = ((j0 + c) << 5) | (16 * mt + 8 * h + g);
+                                        q.value[slot] = v;
+                                    } else {
+                                        lost = true;
+                                    }
                                 }
                             }
                         }
                     }
                 }
             }
+            const bool overflow = __any_sync(0xffffffffu, lost);
             __syncwarp();
-            if (*q.count >= TC_FLUSH_AT) {  // warp-uniform
-                flush_queue(q, a, b, warp_row0);
+            if (overflow || *q.count >= TC_FLUSH_AT) {  // warp-uniform
+                // overflow (thousands of ties): re-check the whole queue, then this group's
+                // candidates one by one (those queued twice: max is idempotent)
+                flush_queue(q, a, b, warp_row0, overflow ? 0 : TC_RECHECK_AT);
+                if (overflow) {
+                    recheck_group(q, a, b, warp_row0, mask, j0);
+                }
             }
         }
         if (more) {
@@ -521,7 +557,7 @@ mnn_rows_tc(const float* __restrict__ d0, const int* count0, int bound0,
         }
         __syncthreads();
     }
-    flush_queue(q, a, b, warp_row0);
+    flush_queue(q, a, b, warp_row0, 0);
     if (lane < TC_ROWS && warp_row0 + lane < na && s_best[warp][lane] != 0ull) {
         atomicMax(&best[warp_row0 + lane], s_best[warp][lane]);
     }

@@ -28,7 +28,6 @@ from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 _TOKENS = itertools.count()
 TABLE_RING = 4
 COPY_PIECE = 1 << 20  # bytes per host copy task
-MIN_PIECE = 1 << 17  # smallest piece a copy is split into
 COPY_WORKERS = max(1, min(4, (os.cpu_count() or 2) // 2))
 
 
@@ -232,17 +231,9 @@ class HostCopier:
         self._pool = None
 
     def copy(self, copies):
-        """
-        Copy every ``(dst, src)`` pair; return when all are done.
-
-        Pieces of :data:`COPY_PIECE` bytes, smaller (down to :data:`MIN_PIECE`)
-        when there are fewer bytes than workers times that: one 640x480 frame
-        goes in four pieces, not one.
-        """
-        total = sum(src.size for _, src in copies)
-        piece = max(MIN_PIECE, min(COPY_PIECE, -(-total // self.workers)))
-        pieces = [(dst[a:a + piece], src[a:a + piece]) for dst, src in copies
-                  for a in range(0, src.size, piece)]
+        """Copy every ``(dst, src)`` pair; return when all are done."""
+        pieces = [(dst[a:a + COPY_PIECE], src[a:a + COPY_PIECE]) for dst, src in copies
+                  for a in range(0, src.size, COPY_PIECE)]
         if self.workers <= 1 or len(pieces) <= 1:
             for dst, src in pieces:
                 np.copyto(dst, src)

@@ -13,6 +13,8 @@ the counts and then for the copies; :func:`assemble` cuts the rows to the
 counts, which the flush's small pinned copies hold by then.
 """
 
+import math
+
 import numpy as np
 
 from xfeat_ros.gpu.buffers import copy_async, cupy_module, PinnedBuffer
@@ -52,8 +54,8 @@ def copy_to_host(requests, stream):
     """
     cupy = cupy_module()
     arrays = [(array, rows) for _, _, parts in requests for array, rows in parts]
-    sizes = [rows * int(np.prod(array.shape[1:], dtype=np.int64)) * array.itemsize
-             for array, rows in arrays]
+    # math.prod, not np.prod: a dozen calls per frame, ~8 us each in NumPy
+    sizes = [rows * math.prod(array.shape[1:]) * array.itemsize for array, rows in arrays]
     block = PinnedBuffer(sum((n + 7) // 8 * 8 for n in sizes) + 8)
     flat, offset = [], 0
     for (array, rows), nbytes in zip(arrays, sizes):
@@ -61,7 +63,7 @@ def copy_to_host(requests, stream):
                    cupy.cuda.runtime.memcpyDeviceToHost, stream)
         shape = (rows,) + tuple(array.shape[1:])
         flat.append(np.frombuffer(block.memory, dtype=array.dtype,
-                                  count=int(np.prod(shape)), offset=offset).reshape(shape))
+                                  count=math.prod(shape), offset=offset).reshape(shape))
         offset += (nbytes + 7) // 8 * 8
     event = cupy.cuda.Event(disable_timing=True)
     event.record(stream)
