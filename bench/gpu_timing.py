@@ -240,7 +240,7 @@ PROFILE_STEPS = ('parts', 'kernels', 'variants', 'host')
 
 
 def host_profile(engine, msgs, groups=(1, 8), rounds=200, top=30):
-    """cProfile of ``rounds`` groups through submit_group + results: the host's hot spots."""
+    """Profile ``rounds`` groups through submit_group + results (cProfile): host hot spots."""
     import cProfile
     import io
     import pstats

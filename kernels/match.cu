@@ -15,31 +15,6 @@
 //       Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
 //       256-thread blocks; thread (ty, tx) = (tid / 16, tid % 16) computes rows
 //       ty + 16 p and columns tx + 16 q, p, q < 4; tiles past the counts return.
-//   mnn_rows_tc(d0, count0, bound0, d1, count1, bound1, margin, best_row, best_col)
-//       the same best_row / best_col (bitwise), with the similarities on the
-//       tensor cores: blockIdx.z = 0 finds each row's best column (A = D0,
-//       B = D1, into best_row), blockIdx.z = 1 each column's best row (A = D1,
-//       B = D0, into best_col). A block owns a strip of TC_WARPS * 16 * TC_MT
-//       rows of A and streams the column tiles of its share of B (blockIdx.x of
-//       gridDim.x shares, whole tiles of TC_COLS columns) through shared memory,
-//       double-buffered, rounded to TF32 once at the store. A warp owns 16 *
-//       TC_MT rows, keeps their TF32 fragments in registers for the whole
-//       kernel, computes S~ (mma.sync m16n8k8, FP32 accumulation) 32 columns
-//       at a time and keeps each row's running maximum m~ (no atomics: the
-//       row is the warp's alone). Every (i, j) with S~ >= m~ - margin at that
-//       moment is queued (per warp, in shared memory); a queue holding
-//       TC_FLUSH_AT is pruned against the then running maxima (compaction in
-//       shared memory), and re-checked only if TC_RECHECK_AT survive; the end
-//       prunes and re-checks the rest: exact FP32, 32 lanes at a time, rows
-//       from global memory / L2, one fma chain over k = 0 .. DESC_DIM - 1 from
-//       0 as mnn_best computes it, folded as packed keys into the row's shared
-//       best, then into best_row / best_col with one atomicMax per row and
-//       share (zero before the launch). mnn_collect then runs unchanged.
-//       Thread mapping: grid (shares, ceil(max(bound0, bound1) / block rows),
-//       2) of TC_WARPS * 32 threads; lane (g, t) = (lane / 4, lane % 4) holds
-//       rows 16 mt + g and 16 mt + g + 8 of its warp (mt < TC_MT) and, per
-//       8-column MMA tile, columns 2 t and 2 t + 1; strips and shares past the
-//       counts return.
 //   mnn_collect(best_row, best_col, count0, bound0, count1, bound1, min_cossim,
 //               use_min, idx0, idx1, sim, match_count, capacity)
 //       i matches j = best_row[i] when best_col[j] == i and, if use_min, the
@@ -52,25 +27,34 @@
 // to bound) or are null, in which case bound is the count itself. Descriptors
 // are row-major [count, DESC_DIM] float32 and unit length.
 //
-// Exactness of mnn_rows_tc: for unit vectors |S~ - S| <= e = 2^-10 (TF32
-// rounding of both operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5
-// of accumulation. The exact maximiser j* of a row has S~_j* >= S_j* - e >=
-// S_k - e >= S~_k - 2e for every k, so S~_j* >= M~ - 2e >= m~ - margin at any
-// moment (m~ <= M~, the final maximum; margin = 2^-8 keeps a 2x reserve):
-// every maximiser, ties included, is queued and survives the pruning, and the
-// packed maximum over the re-checked candidates is mnn_best's bit for bit. A
-// block's share of the columns has its own maximiser, so the atomicMax over
-// shares is exact too. The fma chain of the re-check is the same for both
-// directions (fmaf(a, b, s) == fmaf(b, a, s)). Descriptors longer than ~1.001
-// need mnn_best. A queue that overflows (thousands of exact ties) is
-// re-checked at once, then the group's candidates one by one: slower, same
-// result.
+// Tensor-core path (the default of the GPU engine; same results as mnn_best):
+//   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max)
+//       S~ = D0 . D1^T on the tensor cores (mma.sync m16n8k8, TF32 operands
+//       rounded to nearest, FP32 accumulation) in 64 x 64 tiles; folds each
+//       row's and each column's largest S~ into row_max / col_max (orderable
+//       float bits, atomicMax; zero before the launch).
+//   mnn_refine_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
+//                 margin, best_row, best_col)
+//       recomputes the same S~ tiles; every (i, j) with S~ >= row_max[i] - margin
+//       or S~ >= col_max[j] - margin is a candidate: its similarity is recomputed
+//       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
+//       from 0) and folded into best_row[i] / best_col[j] (packed keys as
+//       mnn_best; zero before the launch). mnn_collect then runs unchanged.
+//   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
+//   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
+//   so any j whose exact value ties or beats the row's best lies within
+//   2 x 1e-3 of the row's S~ maximum; margin = 2^-8 keeps a 2x reserve. Every
+//   maximiser is a candidate, so best_row / best_col (ties included) are
+//   bitwise those of mnn_best. Descriptors longer than ~1.001 need the FP32 path.
+//   Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
+//   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
+//   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
+//   streamed through shared memory in chunks of TC_K = 64 (32 where DESC_DIM is
+//   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
+//   every load of a chunk issued before the first use.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
-// 128 for e.g. ALIKED; a matcher handles exactly that width); TC_WARPS (warps
-// per block of mnn_rows_tc), TC_MT (16-row MMA tiles per warp), TC_COLS
-// (columns per streamed tile, a multiple of 32) - the host sizes the grid from
-// the same values (xfeat_ros.gpu.kernels.match_tiling).
+// 128 for e.g. ALIKED); a matcher handles exactly that width.
 
 #ifndef DESC_DIM
 #error "DESC_DIM must be defined by the loader"
@@ -78,31 +62,20 @@
 #if DESC_DIM % 32 != 0
 #error "DESC_DIM must be a multiple of 32"
 #endif
-#if !defined(TC_WARPS) || !defined(TC_MT) || !defined(TC_COLS)
-#error "TC_WARPS, TC_MT and TC_COLS must be defined by the loader"
-#endif
-#if TC_COLS % 32 != 0 || 16 * TC_MT > 32
-#error "TC_COLS must be a multiple of 32 and a warp may own at most 32 rows"
-#endif
 
 #define TILE 64
 #define KCHUNK 32
 #define MATCH_THREADS 256
 #define COLLECT_THREADS 1024
 #define COLLECT_ROWS 4
-#define TC_THREADS (32 * TC_WARPS)
-#define TC_ROWS (16 * TC_MT)                      // rows of a warp
-#define TC_KSTEPS (DESC_DIM / 8)                  // k-steps of one m16n8k8 product
-#define TC_PLANE (DESC_DIM / 4 + 4)               // words of one k mod 4 plane of a column
-#define TC_COLUMN (4 * TC_PLANE)                  // words of one column in shared memory
-#define TC_STAGE (TC_COLS * DESC_DIM / 4 / TC_THREADS)  // float4 per thread per tile
-#define TC_QUEUE 128                              // queued candidates per warp
-#define TC_FLUSH_AT 64                            // prune the queue when this many wait
-#define TC_RECHECK_AT 48                          // re-check when this many survive pruning
-#define NEG_INF __int_as_float(0xff800000)
-#if (TC_COLS * DESC_DIM / 4) % TC_THREADS != 0
-#error "a tile must split evenly into float4 loads over the block"
+#define TC_THREADS 256
+#if DESC_DIM % 64 == 0
+#define TC_K 64
+#else
+#define TC_K 32
 #endif
+#define TC_STRIDE (TC_K + 4)
+#define TC_LOADS (TILE * (TC_K / 4) / TC_THREADS)
 
 typedef unsigned long long u64;
 
@@ -238,21 +211,181 @@ mnn_best(const float* __restrict__ d0, const int* count0, int bound0,
     }
 }
 
-// ---- tensor-core similarity with an exact FP32 re-check, one row strip per block -------
+// ---- tensor-core similarity with an exact FP32 re-check --------------------------------
 
-// TF32 operand of x, rounded to nearest, ties away from zero (cvt.rna.tf32.f32 for finite x)
 __device__ __forceinline__ unsigned int to_tf32(float x)
 {
-    return (__float_as_uint(x) + 0x1000u) & 0xFFFFE000u;
+    unsigned int r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
 }
 
 __device__ __forceinline__ void mma_tf32(float* c, const unsigned int* a, unsigned int b0,
                                          unsigned int b1)
 {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// S~ of this thread's 32 tile entries: acc[nt][q] is row 16 (warp / 2) + g + 8 (q / 2),
+// column 32 (warp % 2) + 8 nt + 2 t + q % 2 of the 64 x 64 tile (g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void tile_products(const float* __restrict__ d0, int n0,
+                                              const float* __restrict__ d1, int n1,
+                                              int i_base, int j_base,
+                                              unsigned int (*As)[TC_STRIDE],
+                                              unsigned int (*Bs)[TC_STRIDE], float acc[4][4])
+{
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int wr = (warp >> 1) * 16;
+    const int wc = (warp & 1) * 32;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            acc[nt][q] = 0.0f;
+        }
+    }
+    for (int k0 = 0; k0 < DESC_DIM; k0 += TC_K) {
+        // 64 rows x TC_K floats per side; TC_LOADS float4 per thread per side, all
+        // issued before the first is stored (one memory latency per chunk)
+        float4 va[TC_LOADS];
+        float4 vb[TC_LOADS];
+#pragma unroll
+        for (int l = 0; l < TC_LOADS; ++l) {
+            const int e = tid + l * TC_THREADS;
+            const int r = e / (TC_K / 4);
+            const int c4 = (e - r * (TC_K / 4)) * 4;
+            va[l] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            vb[l] = va[l];
+            if (i_base + r < n0) {
+                va[l] = *reinterpret_cast<const float4*>(
+                    d0 + (long long)(i_base + r) * DESC_DIM + k0 + c4);
+            }
+            if (j_base + r < n1) {
+                vb[l] = *reinterpret_cast<const float4*>(
+                    d1 + (long long)(j_base + r) * DESC_DIM + k0 + c4);
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < TC_LOADS; ++l) {
+            const int e = tid + l * TC_THREADS;
+            const int r = e / (TC_K / 4);
+            const int c4 = (e - r * (TC_K / 4)) * 4;
+            As[r][c4] = to_tf32(va[l].x);
+            As[r][c4 + 1] = to_tf32(va[l].y);
+            As[r][c4 + 2] = to_tf32(va[l].z);
+            As[r][c4 + 3] = to_tf32(va[l].w);
+            Bs[r][c4] = to_tf32(vb[l].x);
+            Bs[r][c4 + 1] = to_tf32(vb[l].y);
+            Bs[r][c4 + 2] = to_tf32(vb[l].z);
+            Bs[r][c4 + 3] = to_tf32(vb[l].w);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TC_K; kk += 8) {
+            unsigned int a[4];
+            a[0] = As[wr + g][kk + t];
+            a[1] = As[wr + g + 8][kk + t];
+            a[2] = As[wr + g][kk + t + 4];
+            a[3] = As[wr + g + 8][kk + t + 4];
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const int n = wc + nt * 8 + g;
+                mma_tf32(acc[nt], a, Bs[n][kk + t], Bs[n][kk + t + 4]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
+              const float* __restrict__ d1, const int* count1, int bound1,
+              unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max)
+{
+    const int n0 = resolve_count(count0, bound0);
+    const int n1 = resolve_count(count1, bound1);
+    const int i_base = blockIdx.y * TILE;
+    const int j_base = blockIdx.x * TILE;
+    if (i_base >= n0 || j_base >= n1) {
+        return;
+    }
+    __shared__ unsigned int As[TILE][TC_STRIDE];
+    __shared__ unsigned int Bs[TILE][TC_STRIDE];
+    __shared__ unsigned int s_row[TILE];
+    __shared__ unsigned int s_col[TILE];
+    const int tid = threadIdx.x;
+    if (tid < TILE) {
+        s_row[tid] = 0u;
+        s_col[tid] = 0u;
+    }
+    float acc[4][4];
+    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int g = lane >> 2;
+    const int t = lane & 3;
+    const int wr = (warp >> 1) * 16;
+    const int wc = (warp & 1) * 32;
+    // rows g and g + 8 of the warp tile: max over this thread's 8 columns, then over t
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = wr + g + 8 * h;
+        unsigned int best = 0u;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = wc + nt * 8 + 2 * t + e;
+                if (i_base + r < n0 && j_base + c < n1) {
+                    best = max(best, orderable(acc[nt][2 * h + e]));
+                }
+            }
+        }
+        best = max(best, __shfl_xor_sync(0xffffffffu, best, 1));
+        best = max(best, __shfl_xor_sync(0xffffffffu, best, 2));
+        if (t == 0 && best) {
+            atomicMax(&s_row[r], best);
+        }
+    }
+    // columns 2 t + e of each n-tile: max over rows g, g + 8, then over g
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int c = wc + nt * 8 + 2 * t + e;
+            unsigned int best = 0u;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                if (i_base + wr + g + 8 * h < n0 && j_base + c < n1) {
+                    best = max(best, orderable(acc[nt][2 * h + e]));
+                }
+            }
+            best = max(best, __shfl_xor_sync(0xffffffffu, best, 4));
+            best = max(best, __shfl_xor_sync(0xffffffffu, best, 8));
+            best = max(best, __shfl_xor_sync(0xffffffffu, best, 16));
+            if (g == 0 && best) {
+                atomicMax(&s_col[c], best);
+            }
+        }
+    }
+    __syncthreads();
+    if (tid < TILE) {
+        if (s_row[tid]) {
+            atomicMax(&row_max[i_base + tid], s_row[tid]);
+        }
+    } else if (tid < 2 * TILE) {
+        const int l = tid - TILE;
+        if (s_col[l]) {
+            atomicMax(&col_max[j_base + l], s_col[l]);
+        }
+    }
 }
 
 // The similarity exactly as mnn_best computes it: one fma chain in k order from 0.
@@ -260,306 +393,76 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
                                                   const float* __restrict__ b)
 {
     float s = 0.0f;
-#pragma unroll
-    for (int k0 = 0; k0 < DESC_DIM; k0 += 32) {  // 16 loads in flight, then 32 fma
-        float4 x[8];
-        float4 y[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            x[i] = __ldg(reinterpret_cast<const float4*>(a + k0) + i);
-            y[i] = __ldg(reinterpret_cast<const float4*>(b + k0) + i);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            s = fmaf(x[i].x, y[i].x, s);
-            s = fmaf(x[i].y, y[i].y, s);
-            s = fmaf(x[i].z, y[i].z, s);
-            s = fmaf(x[i].w, y[i].w, s);
-        }
+#pragma unroll 4
+    for (int k = 0; k < DESC_DIM; k += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(a + k);
+        const float4 y = *reinterpret_cast<const float4*>(b + k);
+        s = fmaf(x.x, y.x, s);
+        s = fmaf(x.y, y.y, s);
+        s = fmaf(x.z, y.z, s);
+        s = fmaf(x.w, y.w, s);
     }
     return s;
 }
 
-// Global -> registers: this thread's TC_STAGE float4 of column tile `tile` (zero past nb).
-__device__ __forceinline__ void load_tile(const float* __restrict__ b, int nb, int tile,
-                                          float4* stage)
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
+              const float* __restrict__ d1, const int* count1, int bound1,
+              const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
+              float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
-#pragma unroll
-    for (int l = 0; l < TC_STAGE; ++l) {
-        const int e = threadIdx.x + l * TC_THREADS;
-        const int n = e / (DESC_DIM / 4);
-        const int c = e - n * (DESC_DIM / 4);
-        const int j = tile * TC_COLS + n;
-        stage[l] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (j < nb) {
-            stage[l] = __ldg(reinterpret_cast<const float4*>(b + (long long)j * DESC_DIM) + c);
-        }
+    const int n0 = resolve_count(count0, bound0);
+    const int n1 = resolve_count(count1, bound1);
+    const int i_base = blockIdx.y * TILE;
+    const int j_base = blockIdx.x * TILE;
+    if (i_base >= n0 || j_base >= n1) {
+        return;
     }
-}
-
-// Registers -> shared, as TF32: column n's value k goes to word n * TC_COLUMN +
-// (k % 4) * TC_PLANE + k / 4, so that lane (g, t) reads its B fragments of two
-// k-steps with one 16-byte load (conflict-free: TC_PLANE = 4 or 20 mod 32,
-// TC_COLUMN = 16 mod 32).
-__device__ __forceinline__ void store_tile(unsigned int* __restrict__ buf, const float4* stage)
-{
-#pragma unroll
-    for (int l = 0; l < TC_STAGE; ++l) {
-        const int e = threadIdx.x + l * TC_THREADS;
-        const int n = e / (DESC_DIM / 4);
-        const int c = e - n * (DESC_DIM / 4);
-        unsigned int* p = buf + n * TC_COLUMN + c;
-        p[0] = to_tf32(stage[l].x);
-        p[TC_PLANE] = to_tf32(stage[l].y);
-        p[2 * TC_PLANE] = to_tf32(stage[l].z);
-        p[3 * TC_PLANE] = to_tf32(stage[l].w);
-    }
-}
-
-struct RowQueue {
-    int* key;           // candidate (j << 5) | warp row
-    float* value;       // its S~
-    int* count;         // queued so far (may exceed TC_QUEUE: the excess was re-checked)
-    float* threshold;   // per warp row, written at a flush
-    u64* best;          // per warp row: packed best exact key so far
-};
-
-// Exact re-check of (warp row r = key & 31, column j = key >> 5) folded into the row's best.
-__device__ __forceinline__ void recheck(const RowQueue& q, const float* __restrict__ a,
-                                        const float* __restrict__ b, int warp_row0, int key)
-{
-    const int r = key & 31;
-    const int j = key >> 5;
-    const float s = exact_similarity(a + (long long)(warp_row0 + r) * DESC_DIM,
-                                     b + (long long)j * DESC_DIM);
-    atomicMax(&q.best[r], pack(s, j));
-}
-
-// Re-check, one lane at a time, the candidates of one 32-column group that `mask` marks
-// (bit ((mt * 2 + h) * 4 + nt) * 2 + e: warp row 16 mt + 8 h + g, column j0 + 8 nt + 2 t + e).
-__device__ __forceinline__ void recheck_group(const RowQueue& q, const float* __restrict__ a,
-                                              const float* __restrict__ b, int warp_row0,
-                                              unsigned int mask, int j0)
-{
-    const int lane = threadIdx.x & 31;
-    for (; mask; mask &= mask - 1u) {
-        const int bit = __ffs(mask) - 1;
-        const int r = 16 * (bit >> 4) + 8 * ((bit >> 3) & 1) + (lane >> 2);
-        const int j = j0 + 8 * ((bit >> 1) & 3) + 2 * (lane & 3) + (bit & 1);
-        recheck(q, a, b, warp_row0, (j << 5) | r);
-    }
-}
-
-// Warp-collective: drop the queued candidates now below their row's threshold (q.threshold,
-// kept current by the caller); if at least `recheck_at` remain, re-check them 32 at a time
-// and empty the queue, else keep them queued (compacted).
-__device__ __forceinline__ void flush_queue(const RowQueue& q, const float* __restrict__ a,
-                                            const float* __restrict__ b, int warp_row0,
-                                            int recheck_at)
-{
-    const int lane = threadIdx.x & 31;
-    __syncwarp();
-    const int n = min(*q.count, TC_QUEUE);
-    int kept = 0;
-    for (int base = 0; base < n; base += 32) {  // in-place compaction of the survivors
-        const int e = base + lane;
-        int key = 0;
-        float value = 0.0f;
-        bool keep = false;
-        if (e < n) {
-            key = q.key[e];
-            value = q.value[e];
-            keep = value >= q.threshold[key & 31];
-        }
-        const unsigned int mask = __ballot_sync(0xffffffffu, keep);
-        __syncwarp();  // every read of this chunk before any write (positions <= e)
-        if (keep) {
-            const int pos = kept + __popc(mask & ((1u << lane) - 1u));
-            q.key[pos] = key;
-            q.value[pos] = value;
-        }
-        kept += __popc(mask);
-    }
-    __syncwarp();
-    if (kept >= recheck_at) {
-        for (int e = lane; e < kept; e += 32) {
-            recheck(q, a, b, warp_row0, q.key[e]);
-        }
-        kept = 0;
-    }
-    __syncwarp();
-    if (lane == 0) {
-        *q.count = kept;
-    }
-    __syncwarp();
-}
-
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
-mnn_rows_tc(const float* __restrict__ d0, const int* count0, int bound0,
-            const float* __restrict__ d1, const int* count1, int bound1, float margin,
-            u64* __restrict__ best_row, u64* __restrict__ best_col)
-{
-    const bool flip = blockIdx.z != 0;
-    const float* __restrict__ a = flip ? d1 : d0;
-    const float* __restrict__ b = flip ? d0 : d1;
-    const int na = flip ? resolve_count(count1, bound1) : resolve_count(count0, bound0);
-    const int nb = flip ? resolve_count(count0, bound0) : resolve_count(count1, bound1);
-    u64* __restrict__ best = flip ? best_col : best_row;
-    const int row0 = blockIdx.y * (TC_WARPS * TC_ROWS);
-    const int tiles = (nb + TC_COLS - 1) / TC_COLS;
-    const int tile_begin = (int)((long long)blockIdx.x * tiles / gridDim.x);
-    const int tile_end = (int)((long long)(blockIdx.x + 1) * tiles / gridDim.x);
-    if (row0 >= na || tile_begin >= tile_end) {
-        return;  // uniform over the block
-    }
-    __shared__ __align__(16) unsigned int s_b[2][TC_COLS * TC_COLUMN];
-    __shared__ int s_key[TC_WARPS][TC_QUEUE];
-    __shared__ float s_value[TC_WARPS][TC_QUEUE];
-    __shared__ int s_count[TC_WARPS];
-    __shared__ float s_threshold[TC_WARPS][TC_ROWS];
-    __shared__ u64 s_best[TC_WARPS][TC_ROWS];
+    __shared__ unsigned int As[TILE][TC_STRIDE];
+    __shared__ unsigned int Bs[TILE][TC_STRIDE];
+    __shared__ float s_row[TILE];
+    __shared__ float s_col[TILE];
     const int tid = threadIdx.x;
+    if (tid < TILE) {
+        const int i = i_base + tid;
+        s_row[tid] = i < n0 ? __fsub_rn(from_orderable(row_max[i]), margin) : 0.0f;
+    } else if (tid < 2 * TILE) {
+        const int j = j_base + tid - TILE;
+        s_col[tid - TILE] = j < n1 ? __fsub_rn(from_orderable(col_max[j]), margin) : 0.0f;
+    }
+    float acc[4][4];
+    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // its syncs publish s_row/s_col
     const int lane = tid & 31;
     const int warp = tid >> 5;
     const int g = lane >> 2;
     const int t = lane & 3;
-    const int warp_row0 = row0 + warp * TC_ROWS;
-    const RowQueue q = {s_key[warp], s_value[warp], &s_count[warp], s_threshold[warp],
-                        s_best[warp]};
-    if (lane == 0) {
-        s_count[warp] = 0;
-    }
-    if (lane < TC_ROWS) {
-        s_best[warp][lane] = 0ull;
-    }
-
-    float4 stage[TC_STAGE];
-    load_tile(b, nb, tile_begin, stage);
-    // A fragments of the warp's rows, all k-steps, as TF32 (zero past na)
-    unsigned int af[TC_MT][TC_KSTEPS][4];
-    float m[TC_MT][2];
-    bool active[TC_MT][2];
+    const int wr = (warp >> 1) * 16;
+    const int wc = (warp & 1) * 32;
 #pragma unroll
-    for (int mt = 0; mt < TC_MT; ++mt) {
-        const int r0 = warp_row0 + 16 * mt + g;
-        const int r1 = r0 + 8;
-        const float* p0 = a + (long long)min(r0, na - 1) * DESC_DIM + t;
-        const float* p1 = a + (long long)min(r1, na - 1) * DESC_DIM + t;
+    for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-        for (int s = 0; s < TC_KSTEPS; ++s) {
-            af[mt][s][0] = r0 < na ? to_tf32(__ldg(p0 + 8 * s)) : 0u;
-            af[mt][s][1] = r1 < na ? to_tf32(__ldg(p1 + 8 * s)) : 0u;
-            af[mt][s][2] = r0 < na ? to_tf32(__ldg(p0 + 8 * s + 4)) : 0u;
-            af[mt][s][3] = r1 < na ? to_tf32(__ldg(p1 + 8 * s + 4)) : 0u;
-        }
-        m[mt][0] = NEG_INF;
-        m[mt][1] = NEG_INF;
-        active[mt][0] = r0 < na;
-        active[mt][1] = r1 < na;
-    }
-    store_tile(s_b[0], stage);
-    __syncthreads();
-
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-        const unsigned int* buf = s_b[(tile - tile_begin) & 1];
-        const bool more = tile + 1 < tile_end;
-        if (more) {
-            load_tile(b, nb, tile + 1, stage);  // in flight during this tile's products
-        }
-#pragma unroll 1
-        for (int group = 0; group < TC_COLS / 32; ++group) {
-            float acc[TC_MT][4][4];
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; ++mt) {
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        acc[mt][nt][e] = 0.0f;
-                    }
-                }
+        for (int q = 0; q < 4; ++q) {
+            const int r = wr + g + 8 * (q >> 1);
+            const int c = wc + nt * 8 + 2 * t + (q & 1);
+            const int i = i_base + r;
+            const int j = j_base + c;
+            if (i >= n0 || j >= n1) {
+                continue;
             }
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                const unsigned int* col = buf + (32 * group + 8 * nt + g) * TC_COLUMN
-                                          + t * TC_PLANE;
-#pragma unroll
-                for (int k4 = 0; k4 < DESC_DIM / 16; ++k4) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(col + 4 * k4);
-#pragma unroll
-                    for (int mt = 0; mt < TC_MT; ++mt) {
-                        mma_tf32(acc[mt][nt], af[mt][2 * k4], v.x, v.y);
-                        mma_tf32(acc[mt][nt], af[mt][2 * k4 + 1], v.z, v.w);
-                    }
-                }
+            const bool for_row = acc[nt][q] >= s_row[r];
+            const bool for_col = acc[nt][q] >= s_col[c];
+            if (!(for_row || for_col)) {
+                continue;
             }
-            // acc[mt][nt][2 h + e]: warp row 16 mt + 8 h + g, column j0 + 8 nt + 2 t + e
-            const int j0 = tile * TC_COLS + 32 * group;
-            const int valid = nb - j0;  // columns c < valid exist
-            unsigned int mask = 0u;  // this lane's candidates (recheck_group's bits)
-            bool lost = false;       // one did not fit into the queue
-#pragma unroll
-            for (int mt = 0; mt < TC_MT; ++mt) {
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float top = NEG_INF;
-#pragma unroll
-                    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            if (8 * nt + 2 * t + e < valid) {
-                                top = fmaxf(top, acc[mt][nt][2 * h + e]);
-                            }
-                        }
-                    }
-                    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-                    top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-                    m[mt][h] = fmaxf(m[mt][h], top);
-                    const float threshold = __fsub_rn(m[mt][h], margin);
-                    if (t == 0) {
-                        q.threshold[16 * mt + 8 * h + g] = threshold;
-                    }
-                    if (active[mt][h] && top >= threshold) {
-#pragma unroll
-                        for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                const int c = 8 * nt + 2 * t + e;
-                                const float v = acc[mt][nt][2 * h + e];
-                                if (c < valid && v >= threshold) {
-                                    mask |= 1u << (((mt * 2 + h) * 4 + nt) * 2 + e);
-                                    const int slot = atomicAdd(q.count, 1);
-                                    if (slot < TC_QUEUE) {
-                                        q.key[slot] = ((j0 + c) << 5) | (16 * mt + 8 * h + g);
-                                        q.value[slot] = v;
-                                    } else {
-                                        lost = true;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+            const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
+                                             d1 + (long long)j * DESC_DIM);
+            if (for_row) {
+                atomicMax(&best_row[i], pack(s, j));
             }
-            const bool overflow = __any_sync(0xffffffffu, lost);
-            __syncwarp();
-            if (overflow || *q.count >= TC_FLUSH_AT) {  // warp-uniform
-                // overflow (thousands of ties): re-check the whole queue, then this group's
-                // candidates one by one (those queued twice: max is idempotent)
-                flush_queue(q, a, b, warp_row0, overflow ? 0 : TC_RECHECK_AT);
-                if (overflow) {
-                    recheck_group(q, a, b, warp_row0, mask, j0);
-                }
+            if (for_col) {
+                atomicMax(&best_col[j], pack(s, i));
             }
         }
-        if (more) {
-            store_tile(s_b[(tile + 1 - tile_begin) & 1], stage);
-        }
-        __syncthreads();
-    }
-    flush_queue(q, a, b, warp_row0, 0);
-    if (lane < TC_ROWS && warp_row0 + lane < na && s_best[warp][lane] != 0ull) {
-        atomicMax(&best[warp_row0 + lane], s_best[warp][lane]);
     }
 }
 

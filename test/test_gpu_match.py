@@ -1,16 +1,16 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The tensor-core matcher (``mnn_rows_tc``) bitwise against the FP32 kernel (``mnn_best``).
+The tensor-core matcher (TF32 candidates, exact FP32 re-check) bitwise against FP32.
 
-Random, near-tie, tied and real descriptors, widths 64 and 128, counts from
-one to 4096 (grids of one to several column shares), device counts below the
-bound, and thousands of exact ties (queues that overflow). The FP32 kernel is
-itself checked against a float64 oracle in test_gpu_kernels.py, and the real
-descriptors against the NumPy matcher of the CPU path here.
+``mnn_approx_tc`` + ``mnn_refine_tc`` against ``mnn_best`` on random,
+near-tie, tied and real descriptors, widths 64 and 128, counts from one to
+4096, device counts below the bound, and thousands of exact ties. The FP32
+kernel is itself checked against a float64 oracle in test_gpu_kernels.py,
+and the real descriptors against the NumPy matcher of the CPU path here.
 
 GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason) where
-CuPy or a CUDA device is missing; the grid arithmetic at the end runs on CI.
+CuPy or a CUDA device is missing.
 """
 
 import zlib
@@ -19,7 +19,7 @@ from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
 from test_gpu_kernels import correspondences, poison, unit_rows
-from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.gpu import ops, unavailable_reason
 from xfeat_ros.match import mutual_nn_match
 
 REASON = unavailable_reason()
@@ -110,7 +110,7 @@ def test_tensor_core_matcher_equals_fp32(cp, stream, width, n0, n1, kind):
 @pytest.mark.parametrize('n0,n1', [(600, 3000), (4096, 4096)])
 def test_tensor_core_matcher_with_every_row_tied(cp, stream, width, n0, n1):
     """
-    Whole blocks of identical rows: every candidate ties, the queues overflow.
+    Whole blocks of identical rows: every candidate ties.
 
     Side 1 holds 8 distinct rows, each repeated; side 0 noisy copies of them
     and exact copies. Ties go to the smallest index in both directions.
@@ -130,7 +130,7 @@ def test_tensor_core_matcher_with_every_row_tied(cp, stream, width, n0, n1):
 @pytest.mark.parametrize('width', [64, 128])
 @pytest.mark.parametrize('counts', [(3000, 4000), (4096, 1), (0, 4096), (129, 65)])
 def test_tensor_core_matcher_with_device_counts(cp, stream, width, counts):
-    """Counts on the device below the bounds the grid is sized by (4096 x 4096)."""
+    """Counts on the device below the bounds the grids are sized by (4096 x 4096)."""
     rng = np.random.default_rng(sum(counts) + width)
     d0, d1 = correspondences(rng, 4096, 4096, width)
     d0[counts[0]:] = d1[0]  # rows past the counts would win if they were read
@@ -159,27 +159,3 @@ def test_tensor_core_matcher_on_real_descriptors(cp, stream, cpu_pipeline, share
         want = set(zip(idx0.tolist(), idx1.tolist()))
         got = set(zip(tc[0].tolist(), tc[1].tolist()))
         assert len(got ^ want) <= 2 and len(got) > 500
-
-
-# -- host-only (CI) ------------------------------------------------------------------------------
-
-@pytest.mark.parametrize('width', [64, 128])
-def test_tiling_is_injected_into_the_kernel(width):
-    """The grid's tiling and the kernel's macros come from one place."""
-    defines = dict(kernels.match_variant(width).defines)
-    tiling = kernels.match_tiling(width)
-    assert {k: defines[k] for k in tiling} == tiling
-    assert tiling['TC_COLS'] % 32 == 0 and 16 * tiling['TC_MT'] <= 32
-    # the TF32 fragments of a warp's rows: 64 registers at either width
-    assert tiling['TC_MT'] * width // 2 == 64
-
-
-def test_rows_tc_grid():
-    """Both directions, row strips of the larger side, about two blocks per SM."""
-    assert ops.rows_tc_grid(4096, 4096, 64, 132) == (4, 32, 2)  # 256 blocks
-    assert ops.rows_tc_grid(4096, 4096, 128, 132) == (2, 64, 2)
-    assert ops.rows_tc_grid(4096, 700, 64, 132) == (7, 32, 2)
-    # small sets: at least TC_MIN_TILES column tiles per share, never zero shares
-    assert ops.rows_tc_grid(300, 200, 64, 132) == (1, 3, 2)
-    assert ops.rows_tc_grid(1, 1, 64, 132) == (1, 1, 2)
-    assert ops.rows_tc_grid(1024, 1024, 64, 132) == (4, 8, 2)

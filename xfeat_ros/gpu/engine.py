@@ -123,7 +123,6 @@ class GpuEngine:
             self.stream = cupy.cuda.Stream(non_blocking=True)
             self._tables = TableRing(self.max_batch)
             try:
-                ops.multiprocessors()  # the matcher's grid needs it; never inside a capture
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),

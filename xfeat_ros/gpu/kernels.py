@@ -35,7 +35,7 @@ ENTRY_POINTS = {
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
-    'match.cu': ('mnn_best', 'mnn_rows_tc', 'mnn_collect'),
+    'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
                     'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2'),
 }
@@ -124,24 +124,11 @@ def describe_variant(desc_dim=DESCRIPTOR_SIZE):
                          + frame_table_defines('count', 'descriptors'), EXACT_OPTIONS)
 
 
-def match_tiling(desc_dim):
-    """
-    Tiling of ``mnn_rows_tc`` for one width (the kernel's macros; the host sizes its grid).
-
-    ``TC_WARPS`` warps per block, each owning ``16 * TC_MT`` rows whose TF32
-    fragments stay in registers (64 registers at either width), and column
-    tiles of ``TC_COLS`` columns streamed through shared memory.
-    """
-    narrow = int(desc_dim) <= 64
-    return {'TC_WARPS': 4, 'TC_MT': 2 if narrow else 1, 'TC_COLS': 64 if narrow else 32}
-
-
 def match_variant(desc_dim):
     """Mutual-NN matcher for one descriptor width (64 or 128)."""
     if desc_dim not in MATCH_WIDTHS:
         raise ValueError(f'no matcher for width {desc_dim} (built: {MATCH_WIDTHS})')
-    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),)
-                         + tuple(match_tiling(desc_dim).items()), BASE_OPTIONS)
+    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),), BASE_OPTIONS)
 
 
 def backbone_variant():

@@ -43,11 +43,10 @@ MATCH_THREADS = 256
 COLLECT_THREADS = 1024
 RADIX_BINS = 1 << 16
 RADIX_PASSES = 4
+TC_THREADS = 256  # must equal match.cu
 # Candidates within this much of a row's / column's tensor-core maximum are
 # re-checked in FP32 (match.cu derives the bound: 2^-10 for unit vectors).
 TC_MARGIN = 2.0 ** -8
-TC_BLOCKS_PER_SM = 2  # mnn_rows_tc: aim for this many blocks per multiprocessor
-TC_MIN_TILES = 4  # ... but give every block at least this many column tiles
 
 
 def _cupy():
@@ -410,11 +409,14 @@ class ScratchViews:
     """
     One matching's scratch, zeroed by one memset of ``nbytes`` from ``best_row``.
 
-    ``best_row`` / ``best_col``: uint64 packed best keys (see ``match.cu``).
+    ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
+    ``col_max`` uint32 orderable tensor-core maxima (tensor-core path only).
     """
 
     best_row: object
     best_col: object
+    row_max: object
+    col_max: object
     nbytes: int
 
 
@@ -428,48 +430,19 @@ class MatchScratch:
 
     def fits(self, rows, cols):
         """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
-        return self.buffer is not None and self.buffer.nbytes >= 8 * (int(rows) + int(cols))
+        return self.buffer is not None and self.buffer.nbytes >= 12 * (int(rows) + int(cols))
 
     def ensure(self, rows, cols):
         """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
-        nbytes = 8 * (int(rows) + int(cols))
+        nbytes = 12 * (int(rows) + int(cols))
         if not self.fits(rows, cols):
             self.buffer = cp.empty(max(nbytes, 16), dtype=cp.uint8)
             self.generation += 1
-        keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=self.buffer.data)
-        return ScratchViews(keys[:rows], keys[rows:], nbytes)
-
-
-_SM_COUNTS = {}
-
-
-def multiprocessors():
-    """Multiprocessor count of the current CuPy device (looked up once per device)."""
-    device = _device_id()
-    count = _SM_COUNTS.get(device)
-    if count is None:
-        count = _SM_COUNTS[device] = int(
-            _cupy().cuda.runtime.getDeviceProperties(device)['multiProcessorCount'])
-    return count
-
-
-def rows_tc_grid(bound0, bound1, width, sms):
-    """
-    Grid of ``mnn_rows_tc`` for up to ``bound0`` x ``bound1`` descriptors on ``sms`` SMs.
-
-    ``(shares, strips, 2)``: row strips of the larger side, both directions, and
-    the columns of each strip split into ``shares`` so that about
-    :data:`TC_BLOCKS_PER_SM` blocks run per SM, each with at least
-    :data:`TC_MIN_TILES` column tiles when there are that many.
-    """
-    tiling = kernels.match_tiling(width)
-    rows = tiling['TC_WARPS'] * 16 * tiling['TC_MT']
-    strips = blocks(max(bound0, bound1), rows)
-    used = blocks(bound0, rows) + blocks(bound1, rows)
-    tiles = blocks(max(bound0, bound1), tiling['TC_COLS'])
-    shares = round(TC_BLOCKS_PER_SM * sms / used)
-    return (max(1, min(shares, tiles // TC_MIN_TILES)), strips, 2)
+        base = self.buffer.data
+        keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
+        maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
+        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:], nbytes)
 
 
 def check_descriptor_set(side, width, label):
@@ -514,9 +487,9 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     :func:`check_match_capacity`) before anything is enqueued.
 
     ``tensor_cores=True`` finds the candidates on the tensor cores and
-    re-checks them in FP32 (``mnn_rows_tc``): the matches and similarities
-    equal the FP32 kernel's (``mnn_best``, used with ``tensor_cores=False``)
-    for descriptors of length <= ~1.001.
+    re-checks them in FP32 (``mnn_approx_tc`` + ``mnn_refine_tc``): the
+    matches and similarities equal the FP32 kernel's (``mnn_best``, used with
+    ``tensor_cores=False``) for descriptors of length <= ~1.001.
     """
     bound0 = check_descriptor_set(side0, width, 'side 0')
     bound1 = check_descriptor_set(side1, width, 'side 1')
@@ -533,16 +506,19 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     c0, b0 = count_args(side0.count)
     c1, b1 = count_args(side1.count)
     use_min = float(min_cossim) > 0
+    grid = (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE))
     with stream:
         if tensor_cores:
-            function(module, 'mnn_rows_tc')(
-                rows_tc_grid(bound0, bound1, width, multiprocessors()),
-                (32 * kernels.match_tiling(width)['TC_WARPS'],),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, np.float32(TC_MARGIN),
-                 views.best_row, views.best_col))
+            function(module, 'mnn_approx_tc')(
+                grid, (TC_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max))
+            function(module, 'mnn_refine_tc')(
+                grid, (TC_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
+                 np.float32(TC_MARGIN), views.best_row, views.best_col))
         else:
             function(module, 'mnn_best')(
-                (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE)), (MATCH_THREADS,),
+                grid, (MATCH_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.best_row, views.best_col))
         function(module, 'mnn_collect')(
             (1,), (COLLECT_THREADS,),
