@@ -87,7 +87,7 @@ def test_fuse_scales_equals_interpolate_and_add(shape):
     """backbone.cu's fuse_scales against F.interpolate + additions on the same GPU tensors."""
     import torch
     import torch.nn.functional as F  # noqa: N812
-    from xfeat_ros.gpu.backbone import launch_fuse_scales
+    from xfeat_ros.gpu.backbone_kernels import launch_fuse_scales
     kernel = ops.function(kernels.backbone_module(0), 'fuse_scales')
     gen = torch.Generator(device='cuda').manual_seed(shape[2])
     b, c, h, w = shape
@@ -110,7 +110,8 @@ def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
     """A direct 3x3 conv + bias + ReLU against F.conv2d (FP32, no TF32) + relu."""
     import torch
     import torch.nn.functional as F  # noqa: N812
-    from xfeat_ros.gpu.backbone import DIRECT_CONVS, exact_convolutions, launch_conv3x3_relu
+    from xfeat_ros.gpu.backbone import exact_convolutions
+    from xfeat_ros.gpu.backbone_kernels import DIRECT_CONVS, launch_conv3x3_relu
     kernel = ops.function(kernels.backbone_module(0), DIRECT_CONVS[(cin, cout, stride)])
     gen = torch.Generator(device='cuda').manual_seed(cin * 100 + shape[1])
     frames, h, w = shape
@@ -132,7 +133,7 @@ def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
 def test_cupy_stream_wraps_a_torch_stream_once(cp):
     """One CuPy object per PyTorch stream; kernels on it run in that stream's order."""
     import torch
-    from xfeat_ros.gpu.backbone import cupy_stream
+    from xfeat_ros.gpu.backbone_kernels import cupy_stream
     side = torch.cuda.Stream()
     with warnings.catch_warnings():
         warnings.simplefilter('error', DeprecationWarning)
