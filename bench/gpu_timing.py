@@ -23,7 +23,8 @@ against the previous frame (min_cossim 0.82), results copied to the host.
   backbone, detection + description, upload, decode, matcher with and
   without tensor cores) at 1, 8 and 32 frames; the backbone's top kernels
   (torch.profiler); every backbone option at 1 and 8 frames with its golden
-  parity;
+  parity (``--variants`` picks some); the host's hot spots (cProfile of
+  submit_group + results at 1 and 8 frames);
 * upstream XFeat (``--upstream``, a checkout of verlab/accelerated_features,
   never committed) ``detectAndCompute`` + ``match`` at 1 and in batches of 8.
 """
@@ -217,27 +218,65 @@ def backbone_kernels(weights, groups=(1, 8), steps=10):
     return tables
 
 
-PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False}
+PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
+         'direct_convs': 0}
 VARIANTS = {
     'plain (folded BN only)': PLAIN,
     'fused_relu': {**PLAIN, 'fused_relu': True},
     'parallel_heads': {**PLAIN, 'parallel_heads': True},
     'fused_scales': {**PLAIN, 'fused_scales': True},
-    'defaults (all three)': {},
+    'direct_convs': {**PLAIN, 'direct_convs': 4},
+    'defaults': {},
+    'defaults/direct_convs=0': {'direct_convs': 0},
+    'defaults/direct_convs=1': {'direct_convs': 1},
+    'defaults/direct_convs=2': {'direct_convs': 2},
+    'defaults/direct_convs=3': {'direct_convs': 3},
     'defaults + cudnn_benchmark': {'cudnn_benchmark': True},
     'plain + channels_last + cudnn_benchmark': {**PLAIN, 'channels_last': True,
                                                 'cudnn_benchmark': True},
     'fp16 (not parity)': {'precision': 'fp16'},
 }
-PROFILE_STEPS = ('parts', 'kernels', 'variants')
+PROFILE_STEPS = ('parts', 'kernels', 'variants', 'host')
 
 
-def backbone_variants(weights, msgs, shared):
+def host_profile(engine, msgs, groups=(1, 8), rounds=200, top=30):
+    """Profile ``rounds`` groups through submit_group + results (cProfile): host hot spots."""
+    import cProfile
+    import io
+    import pstats
+    out = {}
+    for group in groups:
+        sets = [[engine.alloc_slot() for _ in range(group)] for _ in range(2)]
+        previous = None
+
+        def loop(count):
+            nonlocal previous
+            for r in range(count):
+                slots = sets[r % 2]
+                engine.submit_group([msgs[(r * group + j) % len(msgs)] for j in range(group)],
+                                    slots, previous=previous, chain=True)
+                engine.results(slots)
+                previous = slots[-1]
+
+        loop(10)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        loop(max(rounds // group, 10))
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats('tottime').print_stats(top)
+        out[f'{group} frames'] = text.getvalue()
+    return out
+
+
+def backbone_variants(weights, msgs, shared, names=None):
     """Graph-replay time at 1 and 8 frames and golden parity of each backbone option set."""
     from xfeat_ros.gpu.backbone import TorchBackbone
     from xfeat_ros.gpu.engine import GpuEngine
     out = {}
     for name, options in VARIANTS.items():
+        if names and name not in names:
+            continue
         try:
             engine = GpuEngine(TorchBackbone(weights, 0, **options), 0, 4096, 0.05, 0.82)
             row = {}
@@ -368,7 +407,11 @@ def main(argv=None):
     parser.add_argument('--skip-upstream', action='store_true')
     parser.add_argument('--profile', nargs='?', const=','.join(PROFILE_STEPS), default='',
                         help='also (comma list, default all): parts (device time per part), '
-                             'kernels (backbone kernels), variants (backbone options)')
+                             'kernels (backbone kernels), variants (backbone options), '
+                             'host (cProfile of the host path)')
+    parser.add_argument('--variants', default='',
+                        help='backbone option sets to profile (comma list of names of '
+                             'VARIANTS; default all)')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
     sys.path.insert(0, str(REPO))
@@ -399,17 +442,18 @@ def main(argv=None):
     wanted = [step for step in args.profile.split(',') if step]
     steps = {'parts': ('parts', lambda: parts_breakdown(engine, msgs)),
              'kernels': ('backbone kernels', lambda: backbone_kernels(weights)),
-             'variants': ('backbone variants', lambda: backbone_variants(weights, msgs,
-                                                                         shared))}
+             'variants': ('backbone variants', lambda: backbone_variants(
+                 weights, msgs, shared, [n for n in args.variants.split(',') if n])),
+             'host': ('host profile', lambda: host_profile(engine, msgs))}
     for label, step in (steps[name] for name in wanted if name in steps):
         try:
             results[label] = step()
         except Exception as exc:  # noqa: B902 - a profiling step must not cost the others
             LOG.exception('profile step %s failed: %s', label, exc)
             continue
-        if label == 'backbone kernels':
+        if label in ('backbone kernels', 'host profile'):
             for name, text in results.pop(label).items():
-                print(f'== backbone kernels, {name}\n{text}')
+                print(f'== {label}, {name}\n{text}')
         save()
     if not args.skip_upstream:
         xfeat = load_upstream(args.upstream, shared / 'models' / 'xfeat_backbone.pt', 4096)

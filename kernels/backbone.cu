@@ -1,10 +1,10 @@
 // Copyright 2026 xfeat_ros contributors
 // SPDX-License-Identifier: Apache-2.0
 //
-// backbone.cu: fused elementwise steps of the XFeat backbone, launched by the PyTorch
-// backbone inside its CUDA graph (on the graph's stream, on tensors of its memory pool).
+// backbone.cu: fused steps of the XFeat backbone, launched by the PyTorch backbone inside
+// its CUDA graph (on the graph's stream, on tensors of its memory pool).
 //
-// Entry point
+// Entry points
 //   fuse_scales(x3 [P, H, W], x4 [P, h4, w4], x5 [P, h5, w5], planes P = B * C, H, W,
 //               h4, w4, h5, w5, out [P, H, W])
 //       out = (x3 + up(x4)) + up(x5), up = PyTorch's bilinear resize to H x W with
@@ -16,8 +16,23 @@
 //       order of PyTorch's upsample_bilinear2d kernel.
 //       Thread mapping: one thread per output element, grid-stride loop over
 //       P * H * W (x fastest), 256 threads per block.
+//   conv3x3_relu_1x4, conv3x3_relu_4x8_s2, conv3x3_relu_8x8, conv3x3_relu_8x24_s2
+//       (x [B, CIN, H, W], weight [COUT, CIN, 3, 3], bias [COUT], H, W, Ho, Wo,
+//        out [B, COUT, Ho, Wo])
+//       out = max(bias + sum over (ci, ky, kx) of weight * x, 0): a 3x3 convolution with
+//       zero padding 1 and stride 1 or 2 (_s2; Ho = (H - 1) / stride + 1), its bias and
+//       its ReLU - the first four layers of block1 (CIN x COUT = 1x4, 4x8 / 2, 8x8,
+//       8x24 / 2), where cuDNN's FP32 kernels use the GPU poorly. FP32, one fma chain
+//       per output in (ci, ky, kx) order starting from the bias.
+//       Thread mapping: one thread per output pixel and CONV_CO (or COUT, if fewer)
+//       consecutive channels, blocks of CONV_BX x CONV_BY pixels, grid (ceil(Wo /
+//       CONV_BX), ceil(Ho / CONV_BY), B * COUT / CO); the block's weights in shared memory.
 //
 // Macros injected by the loader: none.
+
+#define CONV_BX 32
+#define CONV_BY 8
+#define CONV_CO 8
 
 __device__ __forceinline__ void source_index(int dst, int in_size, float scale, int* i0,
                                              int* step, float* l1)
@@ -66,3 +81,74 @@ extern "C" __global__ void fuse_scales(const float* __restrict__ x3,
         out[e] = (x3[e] + u4) + u5;
     }
 }
+
+template <int CIN, int COUT, int STRIDE>
+__device__ __forceinline__ void conv3x3_relu(const float* __restrict__ x,
+                                             const float* __restrict__ weight,
+                                             const float* __restrict__ bias, int H, int W,
+                                             int Ho, int Wo, float* __restrict__ out)
+{
+    constexpr int CO = COUT < CONV_CO ? COUT : CONV_CO;
+    constexpr int GROUPS = COUT / CO;
+    static_assert(COUT % CO == 0, "output channels must split into groups of CO");
+    __shared__ float s_w[CO * CIN * 9];
+    __shared__ float s_bias[CO];
+    const int frame = blockIdx.z / GROUPS;
+    const int co0 = (blockIdx.z - frame * GROUPS) * CO;
+    const int tid = threadIdx.y * CONV_BX + threadIdx.x;
+    for (int i = tid; i < CO * CIN * 9; i += CONV_BX * CONV_BY) {
+        s_w[i] = weight[co0 * CIN * 9 + i];
+    }
+    if (tid < CO) {
+        s_bias[tid] = bias[co0 + tid];
+    }
+    __syncthreads();
+    const int ox = blockIdx.x * CONV_BX + threadIdx.x;
+    const int oy = blockIdx.y * CONV_BY + threadIdx.y;
+    if (ox >= Wo || oy >= Ho) {
+        return;
+    }
+    float acc[CO];
+#pragma unroll
+    for (int c = 0; c < CO; ++c) {
+        acc[c] = s_bias[c];
+    }
+    const long long plane = (long long)H * W;
+    const float* xf = x + (long long)frame * CIN * plane;
+#pragma unroll
+    for (int ci = 0; ci < CIN; ++ci) {
+#pragma unroll
+        for (int ky = 0; ky < 3; ++ky) {
+            const int iy = oy * STRIDE - 1 + ky;
+            const bool row_in = iy >= 0 && iy < H;
+#pragma unroll
+            for (int kx = 0; kx < 3; ++kx) {
+                const int ix = ox * STRIDE - 1 + kx;
+                const float v = row_in && ix >= 0 && ix < W
+                                    ? __ldg(xf + ci * plane + (long long)iy * W + ix) : 0.0f;
+#pragma unroll
+                for (int c = 0; c < CO; ++c) {
+                    acc[c] = fmaf(s_w[(c * CIN + ci) * 9 + ky * 3 + kx], v, acc[c]);
+                }
+            }
+        }
+    }
+    float* o = out + ((long long)frame * COUT + co0) * Ho * Wo + (long long)oy * Wo + ox;
+#pragma unroll
+    for (int c = 0; c < CO; ++c) {
+        o[(long long)c * Ho * Wo] = fmaxf(acc[c], 0.0f);
+    }
+}
+
+#define CONV3X3_RELU(NAME, CIN, COUT, STRIDE)                                                  \
+    extern "C" __global__ void __launch_bounds__(CONV_BX * CONV_BY)                          \
+    NAME(const float* __restrict__ x, const float* __restrict__ weight,                      \
+         const float* __restrict__ bias, int H, int W, int Ho, int Wo, float* __restrict__ out) \
+    {                                                                                          \
+        conv3x3_relu<CIN, COUT, STRIDE>(x, weight, bias, H, W, Ho, Wo, out);                   \
+    }
+
+CONV3X3_RELU(conv3x3_relu_1x4, 1, 4, 1)
+CONV3X3_RELU(conv3x3_relu_4x8_s2, 4, 8, 2)
+CONV3X3_RELU(conv3x3_relu_8x8, 8, 8, 1)
+CONV3X3_RELU(conv3x3_relu_8x24_s2, 8, 24, 2)

@@ -1,17 +1,16 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The batched GPU paths against the CPU path, and the tensor-core matcher against FP32.
+The batched GPU paths against the CPU path.
 
 * batched kernels (decode, heatmap, NMS, top-K, descriptors over B frames in
   one launch, results through a frame table) against the NumPy oracle, frame
   by frame, with the tolerances of test_gpu_kernels.py;
-* the tensor-core matcher (TF32 candidates, exact FP32 re-check) bitwise
-  against the FP32 kernel on random, near-tie, tied and real descriptors;
 * the engine with frames batched per model size (lazy flush, submit_group,
-  results) against golden files, single frames and the CPU path;
-* backbone options (fused conv + ReLU, parallel keypoint head, cuDNN
-  autotuning) against the default backbone.
+  results) against golden files, single frames and the CPU path.
+
+The tensor-core matcher is tested in test_gpu_match.py, the backbone's
+options and kernels in test_gpu_backbone.py.
 
 GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason)
 where CuPy or a CUDA device is missing. Host-only tests at the end (frame
@@ -25,8 +24,7 @@ from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
 import numpy as np
 import pytest
 from test_gpu_engine import flight_messages, golden_msg, image_msg, single
-from test_gpu_kernels import (correspondences, DESC_ATOL, poison, random_image, random_maps,
-                              RESIZE_ATOL, unit_rows)
+from test_gpu_kernels import DESC_ATOL, poison, random_image, random_maps, RESIZE_ATOL
 from xfeat_ros.decode import decode_image, ENCODINGS
 from xfeat_ros.gpu import kernels, ops, unavailable_reason
 from xfeat_ros.image_files import read_image
@@ -156,75 +154,6 @@ def test_batched_heatmap_equals_oracle(cp, stream):
                                    atol=1e-9)
 
 
-# -- tensor-core matcher -----------------------------------------------------------------------
-
-def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores):
-    """Run the matcher on host descriptors; host (idx0, idx1, sim)."""
-    capacity = max(len(d0), 1)
-    out = ops.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
-                          poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
-    ops.mutual_nn_match(ops.DescriptorSet(cp.asarray(d0.reshape(-1)), len(d0), width),
-                        ops.DescriptorSet(cp.asarray(d1.reshape(-1)), len(d1), width),
-                        out, ops.MatchScratch(), min_cossim, stream, width=width,
-                        tensor_cores=tensor_cores)
-    stream.synchronize()
-    m = int(out.count.get()[0])
-    return out.idx0[:m].get(), out.idx1[:m].get(), out.similarity[:m].get()
-
-
-def near_ties(rng, n0, n1, width, eps):
-    """Build sets whose best and runner-up similarities differ by about ``eps`` (and ties)."""
-    d0 = unit_rows(rng, n0, width)
-    d1 = unit_rows(rng, n1, width)
-    for i in range(min(n0, n1 // 3)):
-        base = d0[i] + 0.05 * unit_rows(rng, 1, width)[0]
-        for j, scale in ((3 * i, 0.0), (3 * i + 1, eps), (3 * i + 2, 0.0)):
-            v = base + scale * unit_rows(rng, 1, width)[0]
-            d1[j] = v / np.linalg.norm(v)
-    d1[2::3][:min(n0, n1 // 3)] = d1[0::3][:min(n0, n1 // 3)]  # exact duplicates: ties
-    dup = min(4, n0 // 2)
-    d0[n0 // 2:n0 // 2 + dup] = d0[:dup]  # duplicated rows on side 0 too
-    return d0.astype(np.float32), d1.astype(np.float32)
-
-
-@pytest.mark.gpu
-@needs_gpu
-@pytest.mark.parametrize('width', [64, 128])
-@pytest.mark.parametrize('n0,n1', [(1, 1), (5, 300), (257, 300), (1000, 1200), (4096, 4096)])
-@pytest.mark.parametrize('kind', ['random', 'ties_1e-3', 'ties_1e-6'])
-def test_tensor_core_matcher_equals_fp32(cp, stream, width, n0, n1, kind):
-    rng = np.random.default_rng(zlib.crc32(f'{width}{n0}{n1}{kind}'.encode()))
-    if kind == 'random':
-        d0, d1 = correspondences(rng, n0, n1, width)
-    else:
-        d0, d1 = near_ties(rng, n0, n1, width, float(kind.split('_')[1]))
-    for min_cossim in (0.82, -1.0):
-        tc = device_match(cp, stream, d0, d1, width, min_cossim, True)
-        fp = device_match(cp, stream, d0, d1, width, min_cossim, False)
-        for a, b, name in zip(tc, fp, ('idx0', 'idx1', 'similarity')):
-            np.testing.assert_array_equal(a, b, err_msg=f'{name} (min_cossim {min_cossim})')
-    assert n0 < 5 or len(fp[0]) > 0
-
-
-@pytest.mark.gpu
-@needs_gpu
-def test_tensor_core_matcher_on_real_descriptors(cp, stream, cpu_pipeline, shared_dir):
-    """Golden TUM pairs: tensor cores == FP32 kernel == the NumPy matcher's pairs."""
-    from xfeat_ros.image_files import read_grey
-    stems = list(GOLDEN_IMAGES)[3:7]
-    feats = [cpu_pipeline.extract(read_grey(shared_dir / 'data' / GOLDEN_IMAGES[s]))
-             for s in stems]
-    for fa, fb in zip(feats, feats[1:]):
-        tc = device_match(cp, stream, fa.descriptors, fb.descriptors, 64, 0.82, True)
-        fp = device_match(cp, stream, fa.descriptors, fb.descriptors, 64, 0.82, False)
-        for a, b in zip(tc, fp):
-            np.testing.assert_array_equal(a, b)
-        idx0, idx1, _ = mutual_nn_match(fa.descriptors, fb.descriptors, 0.82)
-        want = set(zip(idx0.tolist(), idx1.tolist()))
-        got = set(zip(tc[0].tolist(), tc[1].tolist()))
-        assert len(got ^ want) <= 2 and len(got) > 500
-
-
 # -- the engine with batches -------------------------------------------------------------------
 
 def features_close(got, want, found_min=SAME_FOUND_MIN, cosine_min=SAME_COSINE_MIN):
@@ -325,6 +254,43 @@ def test_submit_group_equals_submit_and_results_equal_features(engine, shared_di
 
 @pytest.mark.gpu
 @needs_gpu
+def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
+    """
+    Copy whole capacities and cut them to the counts: same as counted rows.
+
+    The first is the path of a slot still at work, the second of one whose work
+    has passed: a real frame, a flat one (no keypoints) and a real one matched
+    to it.
+    """
+    from xfeat_ros.gpu import results as host_results
+    real = golden_msg(shared_dir, 'rgb_1311868169.163498')
+    flat = image_msg(np.full((480, 640, 3), 90, np.uint8), 'rgb8')
+    slots = [engine.alloc_slot() for _ in range(3)]
+    engine.submit_group([real, flat, real], slots, chain=True)
+    grouped = engine.results(slots)  # right after the group: usually the eager path
+    kinds = (host_results.FEATURES, host_results.MATCHES)
+    for i, slot in enumerate(slots):
+        wanted = kinds if i else kinds[:1]
+        requests = host_results.result_parts(slot, wanted, finished=False)
+        assert requests[0][2][0][1] == slot.capacity  # every row
+        event, views = host_results.copy_to_host(requests, engine.stream)
+        event.synchronize()
+        whole = [host_results.assemble(kind, slot, arrays)
+                 for (kind, _, _), arrays in zip(requests, views)]
+        counted = engine.features(slot), engine.matches(slot)
+        for got in (whole, grouped[i]):
+            for name in ('keypoints', 'scores', 'descriptors'):
+                np.testing.assert_array_equal(getattr(got[0], name), getattr(counted[0], name))
+            if i:
+                np.testing.assert_array_equal(got[1].idx0, counted[1].idx0)
+                np.testing.assert_array_equal(got[1].similarity, counted[1].similarity)
+        if i == 1:  # the flat frame: no keypoints, correctly shaped empty arrays
+            assert len(whole[0]) == 0 and whole[0].descriptors.shape == (0, 64)
+    assert len(grouped[1][0]) == 0 and len(grouped[0][0]) > 1000 and len(grouped[2][1]) == 0
+
+
+@pytest.mark.gpu
+@needs_gpu
 def test_max_batch_caps_a_batch(engine, shared_dir):
     """``max_batch=2``: five frames of one size go through three backbone calls, same results."""
     from xfeat_ros.gpu.engine import GpuEngine
@@ -379,64 +345,6 @@ def test_match_features_uses_fp32_for_long_descriptors(engine, shared_dir):
     assert set(zip(got.idx0.tolist(), got.idx1.tolist())) == set(zip(idx0.tolist(),
                                                                      idx1.tolist()))
     np.testing.assert_allclose(np.sort(got.similarity), np.sort(sim), rtol=1e-5)
-
-
-# -- backbone options ----------------------------------------------------------------------------
-
-PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False}
-
-
-@pytest.mark.gpu
-@needs_gpu
-@pytest.mark.parametrize('options', [{}, {**PLAIN, 'fused_relu': True},
-                                     {**PLAIN, 'parallel_heads': True},
-                                     {**PLAIN, 'fused_scales': True},
-                                     {'cudnn_benchmark': True}],
-                         ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
-                              'defaults+cudnn_benchmark'])
-@pytest.mark.parametrize('frames', [1, 3])
-def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, frames):
-    """Every speed-up of the PyTorch backbone against the plain folded network."""
-    from xfeat_ros.gpu.backbone import TorchBackbone
-    pixels, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
-    grey = (pixels.astype(np.float32) / 255).mean(axis=2)[:480, :640]
-    rng = np.random.default_rng(frames)
-    images = np.stack([grey] + [rng.random((480, 640), np.float32)
-                                for _ in range(frames - 1)])[:, None]
-    stream = cp.cuda.Stream(non_blocking=True)
-    outs = []
-    for backbone in (TorchBackbone(weights, 0, **PLAIN), TorchBackbone(weights, 0, **options)):
-        image = cp.asarray(images)
-        out = tuple(poison(cp, (frames, c, 60, 80), np.float32) for c in (64, 65, 1))
-        for _ in range(2):  # capture, then replay
-            backbone.run(image, out, stream)
-        stream.synchronize()
-        outs.append([o.get() for o in out])
-    for want, got in zip(*outs):
-        assert np.all(np.isfinite(got))
-        scale = np.max(np.abs(want))
-        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
-
-
-@pytest.mark.gpu
-@needs_gpu
-@pytest.mark.parametrize('shape', [(1, 64, 60, 80), (3, 64, 36, 44), (2, 5, 8, 12)])
-def test_fuse_scales_equals_interpolate_and_add(shape):
-    """backbone.cu's fuse_scales against F.interpolate + additions on the same GPU tensors."""
-    import torch
-    import torch.nn.functional as F  # noqa: N812
-    from xfeat_ros.gpu import kernels
-    from xfeat_ros.gpu.backbone import launch_fuse_scales
-    kernel = ops.function(kernels.backbone_module(0), 'fuse_scales')
-    gen = torch.Generator(device='cuda').manual_seed(shape[2])
-    b, c, h, w = shape
-    x3, x4, x5 = (torch.randn(b, c, h // k, w // k, device='cuda', generator=gen)
-                  for k in (1, 2, 4))
-    want = (x3 + F.interpolate(x4, (h, w), mode='bilinear', align_corners=False)
-            + F.interpolate(x5, (h, w), mode='bilinear', align_corners=False))
-    got = launch_fuse_scales(kernel, x3, x4, x5, torch)
-    torch.cuda.synchronize()
-    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=2e-6)
 
 
 # -- host-only (CI) ------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ import numpy as np
 
 from xfeat_ros.engine import GPU_BACKENDS  # the one list of backends
 from xfeat_ros.errors import BackendError
+from xfeat_ros.gpu.backbone_kernels import (launch_fuse_scales, raw_graph_launcher,
+                                            use_direct_convs)
 
 LOG = logging.getLogger(__name__)
 
@@ -39,8 +41,7 @@ PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
 LOGIT_CHANNELS = 65
 WARMUP_RUNS = 3
-FUSE_THREADS = 256
-FUSE_MAX_BLOCKS = 4096
+DIRECT_LAYERS = 4  # leading block1 layers run by backbone.cu's direct kernels (0: cuDNN)
 
 
 def buffer_key(image, outputs):
@@ -161,28 +162,6 @@ def fold_for_inference(net, torch, fused_relu=False):
     return net.eval()
 
 
-def launch_fuse_scales(kernel, x3, x4, x5, torch):
-    """
-    ``(x3 + up(x4)) + up(x5)`` in one launch of ``backbone.cu``'s ``fuse_scales``.
-
-    On PyTorch's current stream (so inside a CUDA graph capture when one is
-    under way); the output comes from PyTorch's allocator (the graph's pool).
-    """
-    import cupy
-    x3, x4, x5 = (x.contiguous() for x in (x3, x4, x5))
-    out = torch.empty_like(x3)
-    planes = x3.shape[0] * x3.shape[1]
-    (height, width), (h4, w4), (h5, w5) = x3.shape[-2:], x4.shape[-2:], x5.shape[-2:]
-    total = planes * height * width
-    blocks = max(1, min((total + FUSE_THREADS - 1) // FUSE_THREADS, FUSE_MAX_BLOCKS))
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-        kernel((blocks,), (FUSE_THREADS,),
-               (np.uint64(x3.data_ptr()), np.uint64(x4.data_ptr()), np.uint64(x5.data_ptr()),
-                np.int32(planes), np.int32(height), np.int32(width), np.int32(h4),
-                np.int32(w4), np.int32(h5), np.int32(w5), np.uint64(out.data_ptr())))
-    return out
-
-
 def forward_folded(net, image, torch, side=None, fuse=None):
     """
     :meth:`xfeat_ros.model.XFeatNet.forward`, with two optional speed-ups.
@@ -232,6 +211,7 @@ class _TorchBinding:
         self.logits = logits
         self.reliability = reliability
         self.graph = None
+        self.launch = None  # launch(stream pointer): the graph's executable, without PyTorch
 
 
 class TorchBackbone:
@@ -253,8 +233,11 @@ class TorchBackbone:
     ``fused_relu`` runs conv + bias + ReLU as one cuDNN call per layer;
     ``parallel_heads`` runs the keypoint head on a second stream beside the
     rest; ``fused_scales`` adds the three feature scales in one kernel of
-    ``kernels/backbone.cu`` (:func:`forward_folded`). The last two need
-    ``fold=True`` (and ``fused_scales`` CuPy, else it is left off).
+    ``kernels/backbone.cu`` (:func:`forward_folded`); ``direct_convs`` runs
+    the first that many layers of block1 (1 -> 4, 4 -> 8 / 2, 8 -> 8,
+    8 -> 24 / 2 channels; 0 to 4) with ``backbone.cu``'s direct FP32
+    convolutions instead of cuDNN (:func:`use_direct_convs`). The last three
+    need ``fold=True`` (and CuPy, else they are left off) and FP32.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -266,7 +249,7 @@ class TorchBackbone:
 
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
                  cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
-                 parallel_heads=True, fused_scales=True):
+                 parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -295,6 +278,12 @@ class TorchBackbone:
         if fold:
             net = fold_for_inference(net, torch, self.fused_relu)
         self.net = net.to(self.device, self.dtype).to(memory_format=self.memory_format).eval()
+        self.direct_convs = 0
+        if direct_convs and fold and not channels_last and precision == 'fp32':
+            try:
+                self.direct_convs = use_direct_convs(self.net, direct_convs, int(gpu), torch)
+            except (ImportError, BackendError) as exc:
+                LOG.info('direct convolutions off (%s)', exc)
         self._bindings = {}
         self._streams = {}
         self._pool = None  # graph memory pool shared by every captured batch/input size
@@ -351,6 +340,7 @@ class TorchBackbone:
                                            capture_error_mode='thread_local'):
                     self._forward_into(binding)
                 binding.graph = graph
+                binding.launch = raw_graph_launcher(graph)
                 if self._pool is None:
                     self._pool = graph.pool()
                 LOG.info('captured a CUDA graph of the backbone for %d x %dx%d (%s)',
@@ -363,11 +353,14 @@ class TorchBackbone:
     def run(self, image, outputs, stream):
         """Enqueue the network on ``stream``: ``image`` -> ``outputs`` (no sync)."""
         torch = self.torch
-        ext = self._torch_stream(stream)
         binding = self._bindings.get(buffer_key(image, outputs))
+        if binding is not None and binding.launch is not None:
+            binding.launch(stream.ptr)  # the per-frame path: one graph launch
+            return
+        ext = self._torch_stream(stream)
         if binding is not None and binding.graph is not None:
             with torch.cuda.device(self.device), torch.cuda.stream(ext):
-                binding.graph.replay()  # the per-frame path: one graph launch
+                binding.graph.replay()
             return
         with torch.cuda.device(self.device), torch.no_grad(), self._cudnn():
             if binding is None:

@@ -11,15 +11,16 @@ backbone call and one launch of each kernel::
     submit:  raw bytes -> pinned staging (per slot) -> row b of the size's raw
                bytes on the device (async copy)
     flush:   per model size, B frames: decode + resize (preprocess.cu, one
-               launch when the frames share their layout) -> frame table
-               (pinned -> device)
+               launch when the frames share their layout)
                -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
+               -> frame table (pinned -> device)
                -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
                   for all B frames; results into each slot through the table)
                -> descriptors (describe.cu) -> B keypoint counts -> pinned host
              then the queued matches: mutual NN on the tensor cores with an
              exact FP32 re-check (match.cu) -> match count -> pinned host
-    results: one synchronization, then count rows -> pinned host -> NumPy
+    results: every array's rows -> one pinned block (the whole capacity of a
+             slot still at work, no wait first) -> one synchronization -> NumPy
 
 A flush happens in ``synchronize()``, ``features()``/``matches()``/
 ``results()`` of a frame not yet flushed, when a batch reaches ``max_batch``
@@ -250,11 +251,12 @@ class GpuEngine:
         mh, mw = ws.model_hw
         k = self.top_k
         self._decode(ws, batch)
+        self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
+        self._mark(self.last_flush_marks, 'backbone')
+        # the table is read from detection on: built while the backbone runs
         rows = ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
                                       w / mw, h / mh) for s, h, w, _, _, _ in batch])
         self._tables.upload(rows, stream)
-        self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
-        self._mark(self.last_flush_marks, 'backbone')
         if k > 0:
             self._launch(ws.graphs, (frames, k, self.threshold),
                          lambda: self._detect_describe(ws, frames, k))
@@ -474,13 +476,13 @@ class GpuEngine:
         with self.cupy.cuda.Device(self.gpu):
             self.stream.synchronize()
 
-    def _ready(self, slot):
-        if self._waiting(slot):
-            self.flush()
-        slot.done.synchronize()
-
     def _fetch(self, slots, kinds):
-        """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
+        """
+        Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``.
+
+        A slot still at work copies its whole capacity at once (no wait for
+        its counts first; see :mod:`xfeat_ros.gpu.results`).
+        """
         requests = []
         with self.cupy.cuda.Device(self.gpu):
             for slot in slots:
@@ -488,8 +490,9 @@ class GpuEngine:
                                                   (host_results.MATCHES, 'matched'))
                           if kind in kinds and getattr(slot, flag, False)]
                 if wanted:
-                    self._ready(slot)
-                    requests.extend(host_results.result_parts(slot, wanted))
+                    if self._waiting(slot):
+                        self.flush()
+                    requests.extend(host_results.result_parts(slot, wanted, slot.done.done))
             if not requests:
                 return {}
             event, views = host_results.copy_to_host(requests, self.stream)

@@ -38,7 +38,8 @@ ENTRY_POINTS = {
     'describe.cu': ('normalize_feats', 'describe'),
     'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score', 'ransac_refine'),
-    'backbone.cu': ('fuse_scales',),
+    'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
+                    'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2'),
 }
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.

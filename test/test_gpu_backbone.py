@@ -1,0 +1,167 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+The PyTorch backbone's speed-ups and ``kernels/backbone.cu`` against plain PyTorch.
+
+* every option (fused conv + ReLU, parallel keypoint head, fused scales,
+  direct convolutions of block1, cuDNN autotuning) against the plain folded
+  network, captured and replayed;
+* ``fuse_scales`` and the four direct 3x3 convolutions against PyTorch's own
+  operators on the same GPU tensors;
+* CuPy launches on PyTorch's streams (no deprecated ``ExternalStream``) and
+  the graph launch without PyTorch's context managers.
+
+GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason) where
+CuPy or a CUDA device is missing.
+"""
+
+import warnings
+
+from golden_util import GOLDEN_IMAGES
+import numpy as np
+import pytest
+from test_gpu_kernels import poison
+from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.image_files import read_image
+
+REASON = unavailable_reason()
+needs_gpu = pytest.mark.skipif(REASON is not None,
+                               reason=f'needs CuPy and a CUDA device: {REASON}')
+
+PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
+         'direct_convs': 0}
+
+
+@pytest.fixture(scope='module')
+def cp():
+    """Return the cupy module (GPU tests only)."""
+    import cupy
+    return cupy
+
+
+def run_backbone(cp, backbone, images):
+    """Capture, then replay ``backbone`` on host ``images`` [B, 1, 480, 640]; host outputs."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    image = cp.asarray(images)
+    frames = images.shape[0]
+    out = tuple(poison(cp, (frames, c, 60, 80), np.float32) for c in (64, 65, 1))
+    for _ in range(2):
+        backbone.run(image, out, stream)
+    stream.synchronize()
+    return [o.get() for o in out]
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('options', [{}, {**PLAIN, 'fused_relu': True},
+                                     {**PLAIN, 'parallel_heads': True},
+                                     {**PLAIN, 'fused_scales': True},
+                                     {**PLAIN, 'direct_convs': 4},
+                                     {'direct_convs': 2},
+                                     {'cudnn_benchmark': True}],
+                         ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
+                              'direct_convs', 'defaults+direct_convs=2',
+                              'defaults+cudnn_benchmark'])
+@pytest.mark.parametrize('frames', [1, 3])
+def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, frames):
+    """Every speed-up of the PyTorch backbone against the plain folded network."""
+    from xfeat_ros.gpu.backbone import TorchBackbone
+    pixels, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
+    grey = (pixels.astype(np.float32) / 255).mean(axis=2)[:480, :640]
+    rng = np.random.default_rng(frames)
+    images = np.stack([grey] + [rng.random((480, 640), np.float32)
+                                for _ in range(frames - 1)])[:, None]
+    plain = TorchBackbone(weights, 0, **PLAIN)
+    fast = TorchBackbone(weights, 0, **options)
+    assert fast.direct_convs == options.get('direct_convs', 4) and plain.direct_convs == 0
+    for want, got in zip(run_backbone(cp, plain, images), run_backbone(cp, fast, images)):
+        assert np.all(np.isfinite(got))
+        scale = np.max(np.abs(want))
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('shape', [(1, 64, 60, 80), (3, 64, 36, 44), (2, 5, 8, 12)])
+def test_fuse_scales_equals_interpolate_and_add(shape):
+    """backbone.cu's fuse_scales against F.interpolate + additions on the same GPU tensors."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from xfeat_ros.gpu.backbone_kernels import launch_fuse_scales
+    kernel = ops.function(kernels.backbone_module(0), 'fuse_scales')
+    gen = torch.Generator(device='cuda').manual_seed(shape[2])
+    b, c, h, w = shape
+    x3, x4, x5 = (torch.randn(b, c, h // k, w // k, device='cuda', generator=gen)
+                  for k in (1, 2, 4))
+    want = (x3 + F.interpolate(x4, (h, w), mode='bilinear', align_corners=False)
+            + F.interpolate(x5, (h, w), mode='bilinear', align_corners=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', DeprecationWarning)  # no ExternalStream
+        got = launch_fuse_scales(kernel, x3, x4, x5, torch)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=2e-6)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize('cin,cout,stride', [(1, 4, 1), (4, 8, 2), (8, 8, 1), (8, 24, 2)])
+@pytest.mark.parametrize('shape', [(1, 480, 640), (3, 37, 50), (2, 8, 9), (1, 1, 1)])
+def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
+    """A direct 3x3 conv + bias + ReLU against F.conv2d (FP32, no TF32) + relu."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from xfeat_ros.gpu.backbone import exact_convolutions
+    from xfeat_ros.gpu.backbone_kernels import DIRECT_CONVS, launch_conv3x3_relu
+    kernel = ops.function(kernels.backbone_module(0), DIRECT_CONVS[(cin, cout, stride)])
+    gen = torch.Generator(device='cuda').manual_seed(cin * 100 + shape[1])
+    frames, h, w = shape
+    x = torch.randn(frames, cin, h, w, device='cuda', generator=gen)
+    weight = torch.randn(cout, cin, 3, 3, device='cuda', generator=gen) / (3 * cin ** 0.5)
+    bias = torch.randn(cout, device='cuda', generator=gen) * 0.1
+    with torch.no_grad(), exact_convolutions(torch):
+        want = F.relu(F.conv2d(x, weight, bias, stride=stride, padding=1))
+    got = launch_conv3x3_relu(kernel, x, weight, bias, stride, torch)
+    torch.cuda.synchronize()
+    assert got.shape == want.shape
+    assert want.numel() < 1000 or torch.count_nonzero(want) > 0.2 * want.numel()
+    # same products, another summation order: FP32 rounding of up to 72 terms
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=3e-5)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cupy_stream_wraps_a_torch_stream_once(cp):
+    """One CuPy object per PyTorch stream; kernels on it run in that stream's order."""
+    import torch
+    from xfeat_ros.gpu.backbone_kernels import cupy_stream
+    side = torch.cuda.Stream()
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', DeprecationWarning)
+        wrapped = cupy_stream(side.cuda_stream)
+    assert wrapped is cupy_stream(side.cuda_stream) and wrapped.ptr == side.cuda_stream
+    x = torch.zeros(1 << 20, device='cuda')
+    with torch.cuda.stream(side):
+        x.add_(1.0)
+        with wrapped:
+            y = cp.asarray(x)
+            y *= 3.0  # after the add, on the same stream
+        x.add_(1.0)
+    side.synchronize()
+    assert float(x.min()) == float(x.max()) == 4.0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_backbone_graph_launches_without_torch(cp, weights):
+    """A captured backbone replays through its raw executable graph, same outputs as eager."""
+    import torch
+    from xfeat_ros.gpu.backbone import TorchBackbone
+    images = np.random.default_rng(3).random((2, 1, 480, 640), np.float32)
+    graphed = TorchBackbone(weights, 0)
+    got = run_backbone(cp, graphed, images)
+    (binding,) = graphed._bindings.values()
+    if hasattr(torch.cuda.CUDAGraph, 'raw_cuda_graph_exec'):
+        assert binding.launch is not None
+    eager = run_backbone(cp, TorchBackbone(weights, 0, cuda_graphs=False), images)
+    for a, b in zip(got, eager):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.max(np.abs(b)))
