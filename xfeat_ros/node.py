@@ -447,6 +447,8 @@ class XFeatNode(Node):
 def main(args=None):
     """Run the node until SIGINT/SIGTERM; then finish the group in flight and log counts."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    # SIGINT too: a process started in the background of a shell inherits it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     node = None
     code = 0
