@@ -113,3 +113,16 @@ def test_reporter_logs_each_new_reason_at_once_and_throttles_repeats(caplog):
     assert len([m for m in messages if 'bayer_rggb8' in m]) == 1
     assert messages.count('always') == 2
     assert not report.seen('x') and report.seen('x')
+
+
+def test_the_core_imports_without_rclpy():
+    """The core, the engine factory and the offline tool's core side need no rclpy."""
+    import subprocess
+    import sys
+    code = ('import sys; sys.modules["rclpy"] = None\n'
+            'import xfeat_ros.core.frontend, xfeat_ros.core.scheduler, xfeat_ros.core.stereo\n'
+            'import xfeat_ros.core.stream, xfeat_ros.core.vins, xfeat_ros.engine\n'
+            'print("ok")')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.strip() == 'ok', result.stderr

@@ -124,6 +124,7 @@ class FrontEnd:
         if done.stereo is not None:
             self._stereo(done.stereo)
         stream.published(out.received, time.monotonic())
+        done.item.msg = None  # the image bytes: a stereo window keeps only the frame
 
     def flush(self):
         """Send the VINS messages of left frames still waiting for a right partner."""

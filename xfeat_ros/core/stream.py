@@ -45,7 +45,12 @@ def check_image(msg, last_stamp_ns):
 
 @dataclass(eq=False)
 class Pending:
-    """An accepted image waiting for the engine: camera name, message, receipt time (s)."""
+    """
+    An accepted image waiting for the engine: camera name, message, receipt time (s).
+
+    ``msg`` is dropped (None) once the frame's outputs are sent; ``frame``
+    keeps its header.
+    """
 
     camera: str
     msg: object
