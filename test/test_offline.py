@@ -10,6 +10,7 @@ bag's images with their recorded stamps and bytes.
 """
 
 import json
+import logging
 import os
 from pathlib import Path
 import subprocess
@@ -172,16 +173,47 @@ def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline
     assert len(np.frombuffer(keypoints[1][1].track_ids, np.uint64)) == len(keypoints[1][1].scores)
 
 
-def test_offline_errors(tmp_path, images, weights_npz, caplog):
+class Lines(logging.Handler):
+    """
+    Collect the messages of one logger, whatever its ``propagate``.
+
+    launch_testing's pytest plugin turns propagation off, so caplog's root
+    handler would see nothing.
+    """
+
+    def __init__(self, name):
+        super().__init__(logging.INFO)
+        self.logger = logging.getLogger(name)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def __enter__(self):
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+
+    @property
+    def text(self):
+        return '\n'.join(self.lines)
+
+
+def test_offline_errors(tmp_path, images, weights_npz):
     from xfeat_ros.offline import main
     source = write_image_bag(tmp_path / 'in', images[:1], 'sqlite3')
-    assert main([str(source), str(source)]) == 1
-    assert 'exists already' in caplog.text
-    assert main([str(tmp_path / 'nothing'), str(tmp_path / 'out')]) == 1
-    assert 'is not a rosbag2 bag' in caplog.text
-    assert main([str(source), str(tmp_path / 'out'), '--topic', '/nope',
-                 '--backend', 'onnxruntime', '--weights', str(weights_npz)]) == 1
-    assert "no sensor_msgs/msg/Image topic '/nope'" in caplog.text
+    with Lines('xfeat_offline') as log:
+        assert main([str(source), str(source)]) == 1
+        assert 'exists already' in log.text
+        assert main([str(tmp_path / 'nothing'), str(tmp_path / 'out')]) == 1
+        assert 'is not a rosbag2 bag' in log.text
+        assert main([str(source), str(tmp_path / 'out'), '--topic', '/nope',
+                     '--backend', 'onnxruntime', '--weights', str(weights_npz)]) == 1
+        assert "no sensor_msgs/msg/Image topic '/nope'" in log.text
+        assert main([str(source), str(tmp_path / 'out'), '--stereo', 'a:a']) == 1
+        assert "--stereo: entry 'a:a' is not 'left:right'" in log.text
     assert not (tmp_path / 'out').exists()
 
 
@@ -211,7 +243,7 @@ def test_play_bag_with_stamps(tmp_path, images):
 
 
 def euroc_stereo_bag(path, shared_dir, count=3):
-    """A bag with EuRoC cam0/cam1 images and their camera_info, as a robot records them."""
+    """Write EuRoC cam0/cam1 images and their camera_info into a bag, as a robot records them."""
     from sensor_msgs.msg import CameraInfo
     from xfeat_ros.camera import CameraModel
     folder = shared_dir / 'data' / 'euroc_v101_stereo'
