@@ -31,6 +31,7 @@ its traceback, and the stream goes on.
 from collections import deque
 from dataclasses import dataclass, replace
 import threading
+import time
 import traceback
 
 from xfeat_ros.core.report import Reporter
@@ -189,8 +190,10 @@ class Scheduler:
                 return None
             queued = sorted(entry for queue in self._queues.values() for entry in queue)
             group = [item for _, item in queued[:limit]]
+            now = time.monotonic()
             for item in group:
                 self._queues[item.camera].popleft()
+                item.marks['queue'] = now
             self._in_flight += len(group)
             return group
 
@@ -277,6 +280,9 @@ class Scheduler:
         if self.stereo is not None:
             for frame in done:
                 self.stereo.offer(frame, self._match_pair)
+        now = time.monotonic()
+        for frame in done:
+            frame.item.marks['device'] = now
         return done
 
     def _apply_settings(self):
