@@ -81,6 +81,7 @@ def run(features, frames, config=OutputConfig(), cameras=('',), debug=(), models
         for done in scheduler.process(items[start:start + group]):
             frontend.finish(done)
     frontend.flush()
+    sink.items = items
     return sink, streams
 
 
@@ -92,6 +93,8 @@ def test_keypoints_matches_and_tracks(world):
     assert all(len(o.matches) == 150 for o in outs[1:])
     np.testing.assert_array_equal(outs[2].frame.track_ids, outs[0].frame.track_ids)
     assert streams[''].counts()['published'] == 3
+    assert all(item.msg is None and item.frame.header.frame_id == str(i)
+               for i, item in enumerate(sink.items))  # image bytes released once sent
     assert not sink.of('cloud') and not sink.of('feature') and not sink.of('debug')
 
 

@@ -3,12 +3,13 @@
 """A camera stream without ROS: receipt checks, counters, tracks; the core's log lines."""
 
 import logging
+import time
 
 from core_fakes import features_at, frame_msg, scene
 import numpy as np
 import pytest
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import CameraStream, check_image, Done, stamp_ns
+from xfeat_ros.core.stream import CameraStream, check_image, Done, stamp_ns, STAGES
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
 from xfeat_ros.pipeline import MatchResult
@@ -73,11 +74,19 @@ def test_zero_keypoints_are_a_normal_frame():
     assert outs[1].frame.track_ids.shape == (0,) and outs[1].origin.shape == (0,)
 
 
-def test_published_timings():
+def test_published_timings_and_stages():
     stream = CameraStream('')
-    stream.published(1.0, 1.25)
+    item = stream.accept(frame_msg(0, stamp_s=time.time() - 0.5), 1.0)
+    item.marks.update(queue=1.01, device=1.1, handoff=1.15)
+    stream.published(item, 1.25)
     times, latency = stream.timings()
     assert times == [1.25] and latency == [250.0] and stream.counts()['published'] == 1
+    stages = stream.stage_medians()
+    assert list(stages) == ['transport', 'queue', 'device', 'handoff', 'output']
+    assert 500 <= stages['transport'] < 5000  # the stamp was half a second old on receipt
+    np.testing.assert_allclose([stages[s] for s in STAGES[1:]], [10, 90, 50, 100], atol=1e-6)
+    unstamped = stream.accept(frame_msg(1, stamp_s=0.0), 2.0)
+    assert unstamped.transport_ms is None
 
 
 def test_reason_key_ignores_numbers_but_not_reasons():
@@ -113,3 +122,16 @@ def test_reporter_logs_each_new_reason_at_once_and_throttles_repeats(caplog):
     assert len([m for m in messages if 'bayer_rggb8' in m]) == 1
     assert messages.count('always') == 2
     assert not report.seen('x') and report.seen('x')
+
+
+def test_the_core_imports_without_rclpy():
+    """The core, the engine factory and the offline tool's core side need no rclpy."""
+    import subprocess
+    import sys
+    code = ('import sys; sys.modules["rclpy"] = None\n'
+            'import xfeat_ros.core.frontend, xfeat_ros.core.scheduler, xfeat_ros.core.stereo\n'
+            'import xfeat_ros.core.stream, xfeat_ros.core.vins, xfeat_ros.engine\n'
+            'print("ok")')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.stdout.strip() == 'ok', result.stderr

@@ -10,6 +10,7 @@ bag's images with their recorded stamps and bytes.
 """
 
 import json
+import logging
 import os
 from pathlib import Path
 import subprocess
@@ -190,6 +191,8 @@ def test_offline_errors(tmp_path, images, weights_npz, capsys, monkeypatch):
     assert "no sensor_msgs/msg/Image topic '/nope'" in error_of(
         [str(source), str(tmp_path / 'out'), '--topic', '/nope', '--backend', 'onnxruntime',
          '--weights', str(weights_npz)])
+    assert "--stereo: entry 'a:a' is not 'left:right'" in error_of(
+        [str(source), str(tmp_path / 'out'), '--stereo', 'a:a'])
     assert not (tmp_path / 'out').exists()
 
 
@@ -219,7 +222,7 @@ def test_play_bag_with_stamps(tmp_path, images):
 
 
 def euroc_stereo_bag(path, shared_dir, count=3):
-    """Write a bag with EuRoC cam0/cam1 images and their camera_info, as a robot records them."""
+    """Write EuRoC cam0/cam1 images and their camera_info into a bag, as a robot records them."""
     from sensor_msgs.msg import CameraInfo
     from xfeat_ros.camera import CameraModel
     folder = shared_dir / 'data' / 'euroc_v101_stereo'

@@ -395,6 +395,11 @@ class XFeatNode(Node):
         """Per-camera counters (received, accepted, published, rejected, dropped...)."""
         return {name: dict(stream.counts()) for name, stream in self.streams.items()}
 
+    def stage_medians(self):
+        """Per camera, the median ms of each latency stage (see xfeat_ros.core.stream.STAGES)."""
+        return {name: {stage: round(ms, 3) for stage, ms in stream.stage_medians().items()}
+                for name, stream in self.streams.items()}
+
     def camera_status(self, camera, now=None):
         """Return the ``diagnostic_msgs/DiagnosticStatus`` of one camera's stream."""
         now = time.monotonic() if now is None else now
@@ -428,6 +433,8 @@ class XFeatNode(Node):
                   'latency_max_ms': f'{latency[-1]:.1f}' if latency else '',
                   'backend': engine.name, 'device': engine.device,
                   'input_reliability': self.ports[camera].reliability}
+        values.update({f'{stage}_ms_median': f'{ms:.2f}'
+                       for stage, ms in stream.stage_medians().items()})
         values.update({k: str(v) for k, v in sorted(counts.items())})
         status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
         return status
@@ -450,6 +457,8 @@ def main(args=None):
     if node_help(args):  # --help / -h before --ros-args: usage, not a node
         return 0
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    # SIGINT too: a process started in the background of a shell inherits it ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     node = None
     code = 0
@@ -472,6 +481,7 @@ def main(args=None):
         if node is not None:
             node.stop()
             node.get_logger().info(f'final counts: {node.stats()}')
+            node.get_logger().info(f'stage medians, ms: {node.stage_medians()}')
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()

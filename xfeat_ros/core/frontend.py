@@ -106,6 +106,7 @@ class FrontEnd:
     def finish(self, done):
         """Send every output of one frame back from the engine (its camera's frames in order)."""
         stream = self.streams[done.item.camera]
+        done.item.marks['handoff'] = time.monotonic()
         out = stream.advance(done)
         self.sink.publish_frame(out)
         if out.size_changed:
@@ -123,7 +124,8 @@ class FrontEnd:
             stream.count('debug_images_rendered')
         if done.stereo is not None:
             self._stereo(done.stereo)
-        stream.published(out.received, time.monotonic())
+        stream.published(done.item, time.monotonic())
+        done.item.msg = None  # the image bytes: a stereo window keeps only the frame
 
     def flush(self):
         """Send the VINS messages of left frames still waiting for a right partner."""

@@ -13,7 +13,10 @@ Two threads (started by :meth:`Scheduler.start`; ``xfeat_offline`` calls
   each frame against its camera's previous one on the engine, synchronizes
   once, reads the results back, pairs stereo frames, and hands the group on;
 - the *output* thread finishes the frames of group k (tracks, messages,
-  publishing) while the device thread already runs group k + 1.
+  publishing) while the device thread already runs group k + 1. When no frame
+  waits for the engine and the output thread is idle, the device thread sends
+  the group's outputs itself (no thread hop on the latency path of a camera
+  slower than the engine).
 
 Overload policy: each camera queues at most ``queue_size`` frames; a new
 frame beyond that drops the oldest queued one (counted ``dropped_queue_full``),
@@ -31,6 +34,7 @@ its traceback, and the stream goes on.
 from collections import deque
 from dataclasses import dataclass, replace
 import threading
+import time
 import traceback
 
 from xfeat_ros.core.report import Reporter
@@ -95,6 +99,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._handoff = deque()
         self._in_flight = 0
+        self._output_busy = False  # a thread is sending a group's outputs
         self._arrivals = 0     # frames queued so far: their arrival order
         self._running = False
         self._device_done = False
@@ -189,8 +194,10 @@ class Scheduler:
                 return None
             queued = sorted(entry for queue in self._queues.values() for entry in queue)
             group = [item for _, item in queued[:limit]]
+            now = time.monotonic()
             for item in group:
                 self._queues[item.camera].popleft()
+                item.marks['queue'] = now
             self._in_flight += len(group)
             return group
 
@@ -208,11 +215,21 @@ class Scheduler:
                 done = self._process_guarded(group)
                 with self._cond:
                     self._in_flight -= len(group) - len(done)
-                    while len(self._handoff) >= HANDOFF_GROUPS:
-                        self._cond.wait()
-                    if done:
-                        self._handoff.append(done)
-                    self._cond.notify_all()
+                    # Nothing waits for the engine and the output thread is idle: send the
+                    # outputs from here, without a thread hop (order holds: no earlier
+                    # group is still out). Otherwise hand them over and take the next group.
+                    inline = bool(done) and not self._handoff and not self._output_busy \
+                        and not any(self._queues.values())
+                    if inline:
+                        self._output_busy = True
+                    else:
+                        while len(self._handoff) >= HANDOFF_GROUPS:
+                            self._cond.wait()
+                        if done:
+                            self._handoff.append(done)
+                        self._cond.notify_all()
+                if inline:
+                    self._send(done)
         finally:
             with self._cond:
                 self._device_done = True
@@ -240,21 +257,30 @@ class Scheduler:
     def _output_loop(self):
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._handoff or self._device_done)
+                self._cond.wait_for(lambda: (self._handoff and not self._output_busy)
+                                    or (self._device_done and not self._handoff))
                 if not self._handoff:
                     return
                 group = self._handoff.popleft()
+                self._output_busy = True
                 self._cond.notify_all()
-            for done in group:
-                try:
-                    self.on_done(done)
-                except Exception:  # noqa: B902 - one frame's outputs must not stop the rest
-                    self.streams[done.item.camera].count('dropped_output_error')
-                    self.report.error('publishing a frame failed (counted '
-                                      f'dropped_output_error):\n{traceback.format_exc()}',
-                                      key='output', period_s=5.0)
-                finally:
-                    self._settle(1)
+            self._send(group)
+
+    def _send(self, group):
+        """Send the outputs of a group (``on_done`` per frame), then mark outputs idle."""
+        for done in group:
+            try:
+                self.on_done(done)
+            except Exception:  # noqa: B902 - one frame's outputs must not stop the rest
+                self.streams[done.item.camera].count('dropped_output_error')
+                self.report.error('publishing a frame failed (counted '
+                                  f'dropped_output_error):\n{traceback.format_exc()}',
+                                  key='output', period_s=5.0)
+            finally:
+                self._settle(1)
+        with self._cond:
+            self._output_busy = False
+            self._cond.notify_all()
 
     # -- the engine stage (also called directly by xfeat_offline) ---------------------------------
     def process(self, group):
@@ -277,6 +303,9 @@ class Scheduler:
         if self.stereo is not None:
             for frame in done:
                 self.stereo.offer(frame, self._match_pair)
+        now = time.monotonic()
+        for frame in done:
+            frame.item.marks['device'] = now
         return done
 
     def _apply_settings(self):

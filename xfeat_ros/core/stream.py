@@ -11,15 +11,23 @@ thread-safe: receipt, scheduling and outputs may run on different threads.
 """
 
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import threading
+import time
+
+import numpy as np
 
 from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import ImageError, StampOrderError
 from xfeat_ros.preprocess import model_size
 from xfeat_ros.tracks import next_tracks
 
-TIMING_WINDOW = 200  # published frames kept for the rate and latency figures
+TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage figures
+# Stages of a frame's latency, each from the previous mark to its own (see Pending.marks):
+# transport (image stamp -> receipt, wall clock: meaningful when the camera stamps with
+# this machine's clock), queue (-> taken into a group), device (-> the group is back from
+# the engine), handoff (-> the output thread starts it), output (-> all outputs sent).
+STAGES = ('transport', 'queue', 'device', 'handoff', 'output')
 
 
 def stamp_ns(stamp):
@@ -45,12 +53,19 @@ def check_image(msg, last_stamp_ns):
 
 @dataclass(eq=False)
 class Pending:
-    """An accepted image waiting for the engine: camera name, message, receipt time (s)."""
+    """
+    An accepted image waiting for the engine: camera name, message, receipt time (s).
+
+    ``msg`` is dropped (None) once the frame's outputs are sent; ``frame``
+    keeps its header.
+    """
 
     camera: str
     msg: object
     received: float
     frame: object = None  # its Frame, once finished
+    transport_ms: float = None  # receipt wall time - image stamp (None: no stamp)
+    marks: dict = field(default_factory=dict)  # stage -> monotonic s at its end
 
     @property
     def shape(self):
@@ -135,6 +150,7 @@ class CameraStream:
         self._camera_model = None
         self.published_at = deque(maxlen=TIMING_WINDOW)  # monotonic s
         self.latency_ms = deque(maxlen=TIMING_WINDOW)    # receipt -> published
+        self.stage_ms = {stage: deque(maxlen=TIMING_WINDOW) for stage in STAGES}
 
     # -- counters ---------------------------------------------------------------------------------
     def count(self, key, n=1):
@@ -153,12 +169,26 @@ class CameraStream:
         with self._lock:
             return list(self.published_at), list(self.latency_ms)
 
-    def published(self, received, now):
-        """Count a published frame received at ``received`` and finished at ``now``."""
+    def published(self, item, now):
+        """Count a published :class:`Pending` whose outputs were all sent at ``now``."""
+        marks = dict(item.marks, output=now)
         with self._lock:
             self._counts['published'] += 1
             self.published_at.append(now)
-            self.latency_ms.append((now - received) * 1000.0)
+            self.latency_ms.append((now - item.received) * 1000.0)
+            if item.transport_ms is not None:
+                self.stage_ms['transport'].append(item.transport_ms)
+            before = item.received
+            for stage in STAGES[1:]:
+                if stage in marks:
+                    self.stage_ms[stage].append((marks[stage] - before) * 1000.0)
+                    before = marks[stage]
+
+    def stage_medians(self):
+        """Return ``{stage: median ms}`` over the last published frames (see STAGES)."""
+        with self._lock:
+            return {stage: float(np.median(values)) for stage, values in self.stage_ms.items()
+                    if values}
 
     @property
     def camera_model(self):
@@ -188,7 +218,8 @@ class CameraStream:
         if stamp:
             self.last_stamp_ns = stamp
         self.count('accepted')
-        return Pending(self.name, msg, received)
+        transport = (time.time_ns() - stamp) / 1e6 if stamp else None
+        return Pending(self.name, msg, received, transport_ms=transport)
 
     def reject(self, exc, late=False):
         """Count a rejected image (``late``: by the engine, after it was accepted)."""
