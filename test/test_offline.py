@@ -10,7 +10,6 @@ bag's images with their recorded stamps and bytes.
 """
 
 import json
-import logging
 import os
 from pathlib import Path
 import subprocess
