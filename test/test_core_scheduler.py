@@ -182,7 +182,7 @@ def test_frames_of_one_camera_in_a_group_match_in_a_chain(scripted):
     done = scheduler.process(items)
     assert [d.matches is None for d in done] == [True, False, False]
     assert [c[0] for c in engine.calls] == ['submit', 'submit', 'match', 'submit', 'match',
-                                            'synchronize']
+                                            'synchronize', 'results']  # one read-back
     more = scheduler.process([streams[''].accept(frame_msg(3), 0.0)])
     assert len(more[0].matches) == 200  # against frame 2, kept from the last group
 
