@@ -9,7 +9,7 @@ from core_fakes import features_at, frame_msg, scene
 import numpy as np
 import pytest
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import CameraStream, check_image, Done, stamp_ns, STAGES
+from xfeat_ros.core.stream import CameraStream, check_image, Done, STAGES, stamp_ns
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
 from xfeat_ros.pipeline import MatchResult
