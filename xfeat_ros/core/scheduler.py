@@ -13,10 +13,7 @@ Two threads (started by :meth:`Scheduler.start`; ``xfeat_offline`` calls
   each frame against its camera's previous one on the engine, synchronizes
   once, reads the results back, pairs stereo frames, and hands the group on;
 - the *output* thread finishes the frames of group k (tracks, messages,
-  publishing) while the device thread already runs group k + 1. When no frame
-  waits for the engine and the output thread is idle, the device thread sends
-  the group's outputs itself (no thread hop on the latency path of a camera
-  slower than the engine).
+  publishing) while the device thread already runs group k + 1.
 
 Overload policy: each camera queues at most ``queue_size`` frames; a new
 frame beyond that drops the oldest queued one (counted ``dropped_queue_full``),
@@ -99,7 +96,6 @@ class Scheduler:
         self._cond = threading.Condition()
         self._handoff = deque()
         self._in_flight = 0
-        self._output_busy = False  # a thread is sending a group's outputs
         self._arrivals = 0     # frames queued so far: their arrival order
         self._running = False
         self._device_done = False
@@ -215,21 +211,11 @@ class Scheduler:
                 done = self._process_guarded(group)
                 with self._cond:
                     self._in_flight -= len(group) - len(done)
-                    # Nothing waits for the engine and the output thread is idle: send the
-                    # outputs from here, without a thread hop (order holds: no earlier
-                    # group is still out). Otherwise hand them over and take the next group.
-                    inline = bool(done) and not self._handoff and not self._output_busy \
-                        and not any(self._queues.values())
-                    if inline:
-                        self._output_busy = True
-                    else:
-                        while len(self._handoff) >= HANDOFF_GROUPS:
-                            self._cond.wait()
-                        if done:
-                            self._handoff.append(done)
-                        self._cond.notify_all()
-                if inline:
-                    self._send(done)
+                    while len(self._handoff) >= HANDOFF_GROUPS:
+                        self._cond.wait()
+                    if done:
+                        self._handoff.append(done)
+                    self._cond.notify_all()
         finally:
             with self._cond:
                 self._device_done = True
@@ -257,30 +243,21 @@ class Scheduler:
     def _output_loop(self):
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: (self._handoff and not self._output_busy)
-                                    or (self._device_done and not self._handoff))
+                self._cond.wait_for(lambda: self._handoff or self._device_done)
                 if not self._handoff:
                     return
                 group = self._handoff.popleft()
-                self._output_busy = True
                 self._cond.notify_all()
-            self._send(group)
-
-    def _send(self, group):
-        """Send the outputs of a group (``on_done`` per frame), then mark outputs idle."""
-        for done in group:
-            try:
-                self.on_done(done)
-            except Exception:  # noqa: B902 - one frame's outputs must not stop the rest
-                self.streams[done.item.camera].count('dropped_output_error')
-                self.report.error('publishing a frame failed (counted '
-                                  f'dropped_output_error):\n{traceback.format_exc()}',
-                                  key='output', period_s=5.0)
-            finally:
-                self._settle(1)
-        with self._cond:
-            self._output_busy = False
-            self._cond.notify_all()
+            for done in group:
+                try:
+                    self.on_done(done)
+                except Exception:  # noqa: B902 - one frame's outputs must not stop the rest
+                    self.streams[done.item.camera].count('dropped_output_error')
+                    self.report.error('publishing a frame failed (counted '
+                                      f'dropped_output_error):\n{traceback.format_exc()}',
+                                      key='output', period_s=5.0)
+                finally:
+                    self._settle(1)
 
     # -- the engine stage (also called directly by xfeat_offline) ---------------------------------
     def process(self, group):
