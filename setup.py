@@ -20,7 +20,8 @@ setup(
         (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
     ],
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
-    extras_require={'test': ['pytest', 'scipy', 'hypothesis']},
+    extras_require={'test': ['pytest', 'scipy', 'hypothesis'],
+                    'map': ['pycolmap==4.2.1', 'evo==1.38.1']},
     zip_safe=True,
     maintainer='xfeat_ros maintainers',
     maintainer_email='maintainers@xfeat-ros.org',
@@ -35,6 +36,7 @@ setup(
             'xfeat_eval = xfeat_ros.evaluate:main',
             'xfeat_bench = xfeat_ros.bench:main',
             'xfeat_offline = xfeat_ros.offline:main',
+            'xfeat_map = xfeat_ros.tools.mapping:main',
         ],
     },
 )

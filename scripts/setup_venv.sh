@@ -65,6 +65,9 @@ REQUIREMENTS=(
   hypothesis
   pyyaml
   'rosbags>=0.11'
+  # xfeat_map (the package's 'map' extra); checked: adds packages, changes none
+  'pycolmap==4.2.1'
+  'evo==1.38.1'
 )
 # The ROS runtime and message build wheels are the first 15 entries.
 ROS_REQUIREMENT_COUNT=15
