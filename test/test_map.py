@@ -82,8 +82,8 @@ def test_pixel_convention_projects_like_the_camera_model():
 
 
 def test_pairing_choice_and_window():
-    assert mapping.choose_pairing('auto', mapping.EXHAUSTIVE_MAX_FRAMES, 4) == ('exhaustive',
-                                                                               None)
+    assert mapping.choose_pairing('auto', mapping.EXHAUSTIVE_MAX_FRAMES, 4) == (
+        'exhaustive', None)
     assert mapping.choose_pairing('auto', mapping.EXHAUSTIVE_MAX_FRAMES + 1, 4) == (
         'sequential', 4)
     assert mapping.choose_pairing('sequential', 5, 2) == ('sequential', 2)
@@ -336,7 +336,10 @@ def test_without_pycolmap_says_what_to_install(tmp_path, capsys, monkeypatch):
 
 # -- end to end on ../shared/data --------------------------------------------------------
 
-TUM_ARGS = ['--pairing', 'sequential', '--seed', '0']
+# top_k 2048 keeps the run short on a 2-core machine (mapping dominates); measured
+# 0.41 cm APE (4096: 0.38-0.49 cm, docs/mapping.md).
+TUM_TOP_K = 2048
+TUM_ARGS = ['--pairing', 'sequential', '--seed', '0', '--top-k', str(TUM_TOP_K)]
 
 
 @pytest.fixture(scope='module')
@@ -373,7 +376,9 @@ def test_tum_registers_every_frame_within_a_centimetre(tum_map):
 def test_database_reads_back_with_pycolmap(tum_map, shared_dir, cpu_pipeline):
     import pycolmap
     from xfeat_ros.image_files import read_grey
+    from xfeat_ros.pipeline import CpuPipeline
     _, out, summary = tum_map
+    pipeline = CpuPipeline(cpu_pipeline.backbone, top_k=TUM_TOP_K)
     with pycolmap.Database.open(str(out / 'database.db')) as db:
         images = {image.name: image for image in db.read_all_images()}
         assert len(images) == db.num_frames() == 20 and db.num_rigs() == 1
@@ -383,18 +388,18 @@ def test_database_reads_back_with_pycolmap(tum_map, shared_dir, cpu_pipeline):
         first = images['rgb/1311868169.163498.png']
         second = images['rgb/1311868169.263274.png']
         keypoints = db.read_keypoints(first.image_id)
-        want = cpu_pipeline.extract(read_grey(
+        want = pipeline.extract(read_grey(
             shared_dir / 'data' / 'tum_fr2_desk' / 'rgb' / '1311868169.163498.png'))
-        assert len(keypoints) == len(want) == 4096
+        assert len(keypoints) == len(want) == TUM_TOP_K
         np.testing.assert_array_equal(colmap_db.from_colmap_pixels(keypoints), want.keypoints)
         matches = db.read_matches(first.image_id, second.image_id)
-        other = cpu_pipeline.extract(read_grey(
+        other = pipeline.extract(read_grey(
             shared_dir / 'data' / 'tum_fr2_desk' / 'rgb' / '1311868169.263274.png'))
-        expected = cpu_pipeline.match(want, other)
+        expected = pipeline.match(want, other)
         assert matches[:, 0].tolist() == expected.idx0.tolist()
         assert matches[:, 1].tolist() == expected.idx1.tolist()
         geometry = db.read_two_view_geometry(first.image_id, second.image_id)
-        assert len(geometry.inlier_matches) > 0.5 * len(matches) > 500
+        assert len(geometry.inlier_matches) > 0.5 * len(matches) > 300
         assert db.num_verified_image_pairs() == summary['database']['verified_pairs'] > 60
     assert summary['database']['matched_pairs'] == summary['pairs']
 
@@ -425,7 +430,7 @@ BAG_ARGS = ['--top-k', '1024', '--pairing', 'sequential', '--window', '2', '--ma
 
 @pytest.fixture(scope='module')
 def tum_bags(shared_dir, weights_npz, tmp_path_factory):
-    """An image bag (with CameraInfo) of TUM fr2/desk and its xfeat_offline bag (top_k 1024)."""
+    """Write an image bag (with CameraInfo) of TUM fr2/desk and its xfeat_offline bag."""
     pytest.importorskip('pycolmap')
     serialization = pytest.importorskip('rclpy.serialization')
     from rosbags.rosbag2 import StoragePlugin, Writer

@@ -60,13 +60,13 @@ def colmap_camera(model):
 
 
 def to_colmap_pixels(keypoints):
-    """This package's keypoints float [N, 2] -> COLMAP keypoints float32 [N, 2] (+0.5)."""
+    """Convert this package's keypoints float [N, 2] to COLMAP's float32 [N, 2] (+0.5)."""
     return (np.asarray(keypoints, dtype=np.float32).reshape(-1, 2)
             + np.float32(PIXEL_CENTRE)).astype(np.float32)
 
 
 def from_colmap_pixels(keypoints):
-    """COLMAP keypoints float [N, >=2] -> this package's pixel coordinates float32 [N, 2]."""
+    """Convert COLMAP keypoints float [N, >=2] to this package's pixels float32 [N, 2]."""
     return np.asarray(keypoints, dtype=np.float32)[:, :2] - np.float32(PIXEL_CENTRE)
 
 
@@ -133,7 +133,7 @@ def write_pairs(path, pairs):
 
 
 def two_view_options(pycolmap, seed):
-    """COLMAP's two-view geometry options (its defaults) with the RANSAC seed fixed."""
+    """Return COLMAP's two-view geometry options (its defaults) with the RANSAC seed fixed."""
     options = pycolmap.TwoViewGeometryOptions()
     options.ransac.random_seed = int(seed)
     return options
@@ -172,7 +172,7 @@ def verify(pycolmap, database, pairs_path, seed):
 
 
 def sift(pycolmap, database, image_root, names, pairs_path, seed, threads):
-    """COLMAP's SIFT on the database's images, matched and verified on the same pair list."""
+    """Run COLMAP's SIFT on the database's images; match and verify the same pair list."""
     extraction = pycolmap.FeatureExtractionOptions()
     extraction.num_threads = int(threads)
     pycolmap.extract_features(str(database), str(image_root), image_names=list(names),
@@ -199,7 +199,7 @@ def incremental_mapping(pycolmap, database, image_root, out_dir, settings):
 
 
 def database_counts(pycolmap, database):
-    """Counts of a database: images, keypoints, matched and verified pairs, inlier matches."""
+    """Count a database's images, keypoints, matched and verified pairs, inlier matches."""
     with pycolmap.Database.open(str(database)) as db:
         return {'images': db.num_images(), 'keypoints': db.num_keypoints(),
                 'matched_pairs': db.num_matched_image_pairs(), 'matches': db.num_matches(),

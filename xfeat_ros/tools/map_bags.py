@@ -41,7 +41,7 @@ def _topics(reader):
 
 
 def _near(topics, namespace, leaf):
-    """The topic ``<namespace>/<leaf>`` of ``topics``, else the only one, else None."""
+    """Return the topic ``<namespace>/<leaf>`` of ``topics``, else the only one, else None."""
     wanted = f'{namespace}/{leaf}'
     if wanted in topics:
         return wanted

@@ -182,7 +182,7 @@ def read_tum_trajectory(path):
 
 
 def associate(stamp_ns, truth, max_gap_ns=MAX_STAMP_GAP_NS):
-    """Return the pose of ``truth`` (stamps, poses) nearest to ``stamp_ns`` within the gap, or None."""
+    """Return the pose of ``truth`` (stamps, poses) nearest to ``stamp_ns`` within the gap."""
     if truth is None or stamp_ns is None or not len(truth[0]):
         return None
     stamps, poses = truth
@@ -193,7 +193,7 @@ def associate(stamp_ns, truth, max_gap_ns=MAX_STAMP_GAP_NS):
 
 
 def tum_camera(folder):
-    """The published TUM camera of a folder named after fr1/fr2/fr3 (freiburgN), else None."""
+    """Return the published TUM camera of a folder named after fr1..fr3 (freiburgN), or None."""
     found = re.search(r'(?:freiburg|fr)([123])(?![0-9])', Path(folder).resolve().name)
     if not found:
         return None
@@ -203,10 +203,10 @@ def tum_camera(folder):
 
 def _euroc_layout(folder, camera):
     """(image folder, sensor yaml or None) of one EuRoC camera, or None when absent."""
-    for images, yamls in ((folder / camera, (folder / f'{camera}_sensor.yaml',
-                                              folder / camera / 'sensor.yaml')),
-                          (folder / 'mav0' / camera / 'data',
-                           (folder / 'mav0' / camera / 'sensor.yaml',))):
+    layouts = ((folder / camera, (folder / f'{camera}_sensor.yaml',
+                                  folder / camera / 'sensor.yaml')),
+               (folder / 'mav0' / camera / 'data', (folder / 'mav0' / camera / 'sensor.yaml',)))
+    for images, yamls in layouts:
         if images.is_dir():
             return images, next((y for y in yamls if y.is_file()), None)
     return None
@@ -343,7 +343,7 @@ def open_folder(folder, intrinsics=None, stereo=False, truth=None, max_frames=0)
 
 
 def load_camera_yaml(path):
-    """A :class:`CameraModel` from a EuRoC/Kalibr ``sensor.yaml`` or ``fx, fy, cx, cy[, dist]``."""
+    """Read a :class:`CameraModel` from a Kalibr ``sensor.yaml`` or ``fx, fy, cx, cy[, dist]``."""
     from xfeat_ros.camera import _read_euroc
     doc = _read_euroc(path)
     if 'intrinsics' in doc:

@@ -55,13 +55,13 @@ BACKENDS = ('onnxruntime', 'auto', 'pytorch', 'tensorrt', 'onnxruntime_cuda')
 DEFAULT_WINDOW = 4
 DEFAULT_MAX_GAP = 128
 DEFAULT_INIT_MIN_TRI_ANGLE = 16.0
-EXHAUSTIVE_MAX_FRAMES = 30
+EXHAUSTIVE_MAX_FRAMES = 20
 EXIT_ERROR = 1
 EXIT_NO_MODEL = 3
 
 
 def create_engine(backend, weights, threads, top_k, threshold, min_cossim, gpu=0):
-    """The frame engine: ONNX Runtime on the CPU, or a GPU engine when asked (one place)."""
+    """Build the frame engine: ONNX Runtime on the CPU, or a GPU engine when asked."""
     if backend == 'onnxruntime':
         from xfeat_ros.backbone import create_backbone
         from xfeat_ros.engine import CpuEngine
@@ -92,7 +92,7 @@ def is_partner(gap, window, max_gap):
 
 
 def sequential_pairs(ranks, window, max_gap=0):
-    """Index pairs ``(i, j)``, i < j, of frames with time ranks ``ranks`` (see :func:`is_partner`)."""
+    """Return index pairs ``(i, j)``, i < j, of frames with time ranks ``ranks``."""
     return [(i, j) for j in range(len(ranks)) for i in range(j)
             if is_partner(ranks[j] - ranks[i], window, max_gap)]
 
@@ -262,7 +262,8 @@ def run(args, command='xfeat_map'):
     database.close()
     seconds['features_and_matching'] = time.perf_counter() - tick
     if len(frames) < 2:
-        raise MappingError(f'{source.path}: {len(frames)} usable frame(s); mapping needs 2 or more')
+        raise MappingError(f'{source.path}: {len(frames)} usable frame(s); mapping needs 2 '
+                           'or more')
     pairs_path = colmap_db.write_pairs(out / 'pairs.txt', stage.pairs)
     settings = {'seed': args.seed, 'threads': args.threads if args.threads > 0 else -1,
                 'init_min_tri_angle': args.init_min_tri_angle}
@@ -353,7 +354,7 @@ def build_parser():
     parser.add_argument('--init-min-tri-angle', type=_positive(float),
                         default=DEFAULT_INIT_MIN_TRI_ANGLE,
                         help="starting pair's minimum triangulation angle, degrees "
-                             "(COLMAP relaxes it twice, to a quarter, if none is found)")
+                             '(COLMAP relaxes it twice, to a quarter, if none is found)')
     parser.add_argument('--threads', type=int, default=0,
                         help='CPU threads of ONNX Runtime and COLMAP (0: all)')
     parser.add_argument('--max-frames', type=int, default=0,

@@ -20,7 +20,10 @@ MIN_ALIGNED_POSES = 3  # Sim(3) from fewer poses is not determined
 
 
 def world_from_camera(image):
-    """Camera-to-world 4x4 of a registered ``pycolmap.Image`` (``cam_from_world()`` is a method)."""
+    """Return the camera-to-world 4x4 of a registered ``pycolmap.Image``.
+
+    ``cam_from_world()`` is a method in pycolmap 4.2.1 (a property before).
+    """
     world = image.cam_from_world().inverse()
     pose = np.eye(4)
     pose[:3, :3] = world.rotation.matrix()
@@ -44,8 +47,15 @@ def frame_time(frame):
     return frame.stamp_ns / 1e9 if frame.stamp_ns is not None else float(frame.rank)
 
 
+def frame_time_text(frame):
+    """:func:`frame_time` as exact decimal text (integer nanoseconds, no float rounding)."""
+    if frame.stamp_ns is None:
+        return f'{frame.rank}.000000000'
+    return f'{frame.stamp_ns // 10 ** 9}.{frame.stamp_ns % 10 ** 9:09d}'
+
+
 def quaternion_xyzw(rotation):
-    """Unit quaternion (x, y, z, w), w >= 0, of a rotation matrix [3, 3]."""
+    """Return the unit quaternion (x, y, z, w), w >= 0, of a rotation matrix [3, 3]."""
     from scipy.spatial.transform import Rotation
     q = Rotation.from_matrix(rotation).as_quat()
     return q if q[3] >= 0 else -q
@@ -56,7 +66,7 @@ def tum_text(rows):
     lines = ['# xfeat_map camera-to-world poses (TUM format; t = stamp in s, or frame index)']
     for frame, pose in rows:
         values = list(pose[:3, 3]) + list(quaternion_xyzw(pose[:3, :3]))
-        lines.append(f'{frame_time(frame):.9f} ' + ' '.join(f'{v:.9f}' for v in values))
+        lines.append(f'{frame_time_text(frame)} ' + ' '.join(f'{v:.9f}' for v in values))
     return '\n'.join(lines) + '\n'
 
 
@@ -68,7 +78,7 @@ def _evo_trajectory(poses, times):
 
 def score(rows):
     """
-    evo scores of ``[(FrameInfo, pose)]`` against the frames' ground truth, or None.
+    Score ``[(FrameInfo, pose)]`` against the frames' ground truth with evo (or None).
 
     Returns a dict: ``ape_rmse_m``, ``ape_mean_m``, ``ape_max_m``,
     ``rpe_rotation_deg`` (RMSE over consecutive scored frames),

@@ -39,8 +39,9 @@ def build(source_dir, out, features, weights, top_k):
     source = open_folder(source_dir)
     out.mkdir(parents=True)
     database = colmap_db.MapDatabase(out / 'database.db')
-    engine = None if features == 'sift' else create_engine('onnxruntime', weights, 0, top_k,
-                                                            0.05, 0.82)
+    engine = None
+    if features != 'sift':
+        engine = create_engine('onnxruntime', weights, 0, top_k, 0.05, 0.82)
     tick = time.perf_counter()
     stage = FeatureStage(source, database, engine, None, 0.82)
     frames = stage.run(with_features=features != 'sift')
@@ -72,7 +73,7 @@ def subset(pycolmap, path, frames, scheme):
 
 
 def main():
-    """Run the sweep; print one JSON line per mapping and write sweep.json."""
+    """Run the sweep; print one JSON line per mapping and append them to sweep.jsonl."""
     parser = argparse.ArgumentParser()
     parser.add_argument('source', type=Path)
     parser.add_argument('out', type=Path)
@@ -89,11 +90,18 @@ def main():
     records = []
     for features in args.features:
         base = args.out / features
-        source, frames, build_s = build(args.source, base, features, args.weights, args.top_k)
+        if (base / 'database.db').is_file():  # built by an earlier run: reuse it
+            source, build_s = open_folder(args.source), None
+            frames = [item.frame for item in source.items()]
+        else:
+            source, frames, build_s = build(args.source, base, features, args.weights,
+                                            args.top_k)
         for scheme in args.schemes:
             for angle in args.angles:
                 for seed in args.seeds:
                     run_dir = base / f'{scheme}_a{angle:g}_s{seed}'
+                    if run_dir.exists():
+                        shutil.rmtree(run_dir)
                     run_dir.mkdir()
                     shutil.copy(base / 'database.db', run_dir / 'database.db')
                     pairs = subset(pycolmap, run_dir / 'database.db', frames, scheme)
@@ -104,7 +112,8 @@ def main():
                                                            source.image_root,
                                                            run_dir / 'sparse', settings)
                     record = {'features': features, 'scheme': scheme, 'pairs': pairs,
-                              'angle': angle, 'seed': seed, 'build_s': round(build_s, 1),
+                              'angle': angle, 'seed': seed,
+                              'build_s': build_s and round(build_s, 1),
                               'mapping_s': round(time.perf_counter() - tick, 1),
                               'registered': 0, 'ape_rmse_m': None, 'rpe_rotation_deg': None}
                     if models:
@@ -119,8 +128,8 @@ def main():
                     records.append(record)
                     print(json.dumps(record), flush=True)
                     (run_dir / 'database.db').unlink()
-    with open(args.out / 'sweep.json', 'w') as handle:
-        json.dump(records, handle, indent=1)
+    with open(args.out / 'sweep.jsonl', 'a') as handle:
+        handle.write(''.join(json.dumps(r) + '\n' for r in records))
 
 
 if __name__ == '__main__':
