@@ -512,3 +512,15 @@ def test_offline_bag_keypoints_and_matches_used_as_they_are(tum_bags, shared_dir
             matches = recorded[stamp]['matches']
             assert got[:, 0].tolist() == list(matches.previous_indices)
             assert got[:, 1].tolist() == list(matches.current_indices)
+
+
+@pytest.mark.ros
+def test_bag_mistakes_get_one_line(tum_bags, tmp_path, capsys):
+    for extra, words in ((['--features', 'sift'], 'needs images'),
+                         (['--stereo'], '--stereo is for EuRoC'),
+                         (['--topic', '/nothing'], "no image or Keypoints topic '/nothing'")):
+        code = mapping.main([tum_bags / 'features', '--out', tmp_path / extra[0][2:],
+                             '--intrinsics'] + TUM_INTRINSICS + extra)
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert code == mapping.EXIT_ERROR and len(lines) == 1 and words in lines[0], lines
+        assert not (tmp_path / extra[0][2:] / 'database.db').exists()

@@ -194,6 +194,8 @@ def open_any(args):
             coeffs)
     truth = read_tum_trajectory(args.groundtruth) if args.groundtruth else None
     if is_bag(args.source):
+        if args.stereo:
+            raise MappingError('--stereo is for EuRoC folders; a bag gives one image topic')
         from xfeat_ros.tools.map_bags import open_bag
         return open_bag(args.source, args.topic, intrinsics, truth, args.max_frames,
                         prefer_features=args.features == 'xfeat')
@@ -239,17 +241,17 @@ def run(args, command='xfeat_map'):
         pycolmap.logging.minloglevel = 2  # COLMAP's warnings and errors only
     source = open_any(args)
     mode, window = choose_pairing(args.pairing, source.count, args.window)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    database = colmap_db.MapDatabase(out / 'database.db')
+    if args.features == 'sift' and source.kind == 'features-bag':
+        raise MappingError('--features sift needs images; this bag holds Keypoints only')
     engine = None
     if args.features == 'xfeat' and source.kind != 'features-bag':
         from xfeat_ros.weights import resolve_weights
         args.weights = str(resolve_weights(args.weights))
         engine = create_engine(args.backend, args.weights, args.threads, args.top_k,
                                args.threshold, args.min_cossim, args.gpu)
-    if args.features == 'sift' and source.kind == 'features-bag':
-        raise MappingError('--features sift needs images; this bag holds Keypoints only')
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    database = colmap_db.MapDatabase(out / 'database.db')
     image_root = source.image_root
     export = None
     if args.features == 'sift' and image_root is None:
