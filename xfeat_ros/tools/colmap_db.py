@@ -186,7 +186,8 @@ def sift(pycolmap, database, image_root, names, pairs_path, seed, threads):
 
 
 def incremental_mapping(pycolmap, database, image_root, out_dir, settings):
-    """Run COLMAP's incremental mapper; returns ``[(index, Reconstruction)]``, largest first.
+    """
+    Run COLMAP's incremental mapper; returns ``[(index, Reconstruction)]``, largest first.
 
     COLMAP writes each model to ``out_dir/<index>/``.
     """

@@ -20,7 +20,8 @@ MIN_ALIGNED_POSES = 3  # Sim(3) from fewer poses is not determined
 
 
 def world_from_camera(image):
-    """Return the camera-to-world 4x4 of a registered ``pycolmap.Image``.
+    """
+    Return the camera-to-world 4x4 of a registered ``pycolmap.Image``.
 
     ``cam_from_world()`` is a method in pycolmap 4.2.1 (a property before).
     """
