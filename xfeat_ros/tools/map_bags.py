@@ -61,6 +61,9 @@ def choose_topic(found, topic, prefer_features):
     for msgtype in order:
         if found.get(msgtype):
             return sorted(found[msgtype])[0], msgtype
+    if found.get(KEYPOINTS_TYPE):
+        raise MappingError('the bag has no sensor_msgs/msg/Image topic: --features sift needs '
+                           'images (this bag holds xfeat_ros_msgs Keypoints)')
     raise MappingError('the bag has no sensor_msgs/msg/Image topic'
                        + ('' if not prefer_features else ' and no xfeat_ros_msgs Keypoints'))
 
