@@ -24,7 +24,8 @@ setup(
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
     # The CPU path needs none of the GPU packages; `make setup-gpu` installs them.
     extras_require={'test': ['pytest', 'scipy', 'hypothesis'],
-                    'gpu': ['torch', 'cupy-cuda13x', 'nvidia-cuda-nvrtc']},
+                    'gpu': ['torch', 'cupy-cuda13x', 'nvidia-cuda-nvrtc'],
+                    'map': ['pycolmap==4.2.1', 'evo==1.38.1']},
     zip_safe=False,  # the weights are read from the package directory
     maintainer='xfeat_ros maintainers',
     maintainer_email='maintainers@xfeat-ros.org',
@@ -40,6 +41,7 @@ setup(
             'xfeat_bench = xfeat_ros.bench:main',
             'xfeat_offline = xfeat_ros.offline:main',
             'xfeat_weights = xfeat_ros.weights:main',
+            'xfeat_map = xfeat_ros.tools.mapping:main',
         ],
     },
 )

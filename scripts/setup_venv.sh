@@ -77,6 +77,9 @@ TEST_REQUIREMENTS=(
   scipy
   # PyTorch on the CPU: reading .pt weights, the ONNX graph checked against torch
   'torch==2.13.0'
+  # xfeat_map's tests (the package's 'map' extra); checked: adds packages, changes none
+  'pycolmap==4.2.1'
+  'evo==1.38.1'
 )
 # NVRTC compiles the CUDA kernels; CI keeps it so a kernel that does not compile fails
 # (test_kernels_compile), the CPU path never needs it.

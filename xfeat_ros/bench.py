@@ -1003,8 +1003,16 @@ def _measure(args, rate, collector, node, publishers, run):
         if event is None:
             raise RuntimeError('a publisher process failed its warm-up')
         run.warm_published += sum(event['published'])
-    collector.spin_until(lambda: len(collector.received) >= run.warm_published, 60.0,
-                         lambda: node.poll() is None)
+    # Every warm-up frame back, or none for a while: the node's queue (1 frame per
+    # camera by default) drops warm-up bursts, and a dropped frame never comes back.
+    state = {'count': -1, 'since': time.monotonic()}
+
+    def warmed_up():
+        if len(collector.received) != state['count']:
+            state['count'], state['since'] = len(collector.received), time.monotonic()
+        return (len(collector.received) >= run.warm_published
+                or time.monotonic() - state['since'] > args.drain_idle)
+    collector.spin_until(warmed_up, 60.0, lambda: node.poll() is None)
     collector.spin(NODE_SETTLE_S)
     run.warm_delivered = len(collector.received)
     collector.received.clear()
