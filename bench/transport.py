@@ -399,14 +399,8 @@ def _version(name):
 
 def environment_record(args):
     """Machine, versions and profile of this run."""
-    cpu = None
-    try:
-        for line in Path('/proc/cpuinfo').read_text().splitlines():
-            if line.startswith('model name'):
-                cpu = line.split(':', 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from xfeat_ros.bench import cpu_model
+    cpu = cpu_model()
     profile = dds.shipped_profile()
     return {'date_utc': datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec='seconds'),

@@ -91,3 +91,16 @@ def cpu_pipeline(weights):
     from xfeat_ros.network_onnx import build_model
     from xfeat_ros.pipeline import CpuPipeline
     return CpuPipeline(OnnxRuntimeBackbone(build_model(weights)), top_k=4096, threshold=0.05)
+
+
+@pytest.fixture(scope='module')
+def cp():
+    """Return the cupy module (GPU tests only: they are skipped where CuPy is missing)."""
+    import cupy
+    return cupy
+
+
+@pytest.fixture()
+def stream(cp):
+    """Return a fresh blocking CUDA stream, ordered after set-up work on the default one."""
+    return cp.cuda.Stream(non_blocking=False)

@@ -32,13 +32,6 @@ PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
          'direct_convs': 0}
 
 
-@pytest.fixture(scope='module')
-def cp():
-    """Return the cupy module (GPU tests only)."""
-    import cupy
-    return cupy
-
-
 def run_backbone(cp, backbone, images):
     """Capture, then replay ``backbone`` on host ``images`` [B, 1, 480, 640]; host outputs."""
     stream = cp.cuda.Stream(non_blocking=True)

@@ -44,19 +44,6 @@ SCORE_REL_MAX = 1e-4
 
 
 @pytest.fixture(scope='module')
-def cp():
-    """Return the cupy module (GPU tests only)."""
-    import cupy
-    return cupy
-
-
-@pytest.fixture()
-def stream(cp):
-    """Return a fresh blocking CUDA stream."""
-    return cp.cuda.Stream(non_blocking=False)
-
-
-@pytest.fixture(scope='module')
 def engine(weights_npz):
     """Build one batched GPU engine, module-scoped so that graphs are captured once."""
     if REASON is not None:

@@ -44,19 +44,6 @@ SCORE_RTOL = 1e-6
 DESC_ATOL = 2e-6
 
 
-@pytest.fixture(scope='module')
-def cp():
-    """Return the cupy module (GPU tests only)."""
-    import cupy
-    return cupy
-
-
-@pytest.fixture()
-def stream(cp):
-    """Return a fresh blocking CUDA stream, ordered after set-up work on the default one."""
-    return cp.cuda.Stream(non_blocking=False)
-
-
 def poison(cp, shape, dtype):
     """Device array filled with NaN (floats) or a sentinel (ints)."""
     dtype = np.dtype(dtype)

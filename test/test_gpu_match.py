@@ -27,19 +27,6 @@ needs_gpu = pytest.mark.skipif(REASON is not None,
                                reason=f'needs CuPy and a CUDA device: {REASON}')
 
 
-@pytest.fixture(scope='module')
-def cp():
-    """Return the cupy module (GPU tests only)."""
-    import cupy
-    return cupy
-
-
-@pytest.fixture()
-def stream(cp):
-    """Return a fresh blocking CUDA stream."""
-    return cp.cuda.Stream(non_blocking=False)
-
-
 def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=None):
     """
     Run the matcher on host descriptors; host (idx0, idx1, sim).

@@ -258,13 +258,6 @@ def test_reference_tracks_meet_the_node_track_numbers(sequences):
 # -- the kernels against the reference ----------------------------------------------------------
 
 @pytest.fixture(scope='module')
-def cp():
-    """Return the cupy module (GPU tests only)."""
-    import cupy
-    return cupy
-
-
-@pytest.fixture(scope='module')
 def check():
     """One device check for the module (compiles ransac.cu once)."""
     from xfeat_ros.gpu.ransac import EpipolarRansac

@@ -218,16 +218,20 @@ def _run_text(args, timeout=10):
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def environment():
-    """Date, command, machine, GPU, driver and library versions of this run."""
-    cpu = None
+def cpu_model():
+    """Return the CPU's model name from /proc/cpuinfo, or None."""
     try:
         for line in Path('/proc/cpuinfo').read_text().splitlines():
             if line.startswith('model name'):
-                cpu = line.split(':', 1)[1].strip()
-                break
+                return line.split(':', 1)[1].strip()
     except OSError:
         pass
+    return None
+
+
+def environment():
+    """Date, command, machine, GPU, driver and library versions of this run."""
+    cpu = cpu_model()
     env = {'date_utc': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
            'command': [Path(sys.argv[0]).name] + sys.argv[1:],
            'git_commit': _run_text(['git', '-C', str(REPO), 'rev-parse', '--short', 'HEAD']),
