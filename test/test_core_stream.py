@@ -87,6 +87,8 @@ def test_published_timings_and_stages():
     np.testing.assert_allclose([stages[s] for s in STAGES[1:]], [10, 90, 50, 100], atol=1e-6)
     unstamped = stream.accept(frame_msg(1, stamp_s=0.0), 2.0)
     assert unstamped.transport_ms is None
+    replayed = CameraStream('bag').accept(frame_msg(2, stamp_s=1403715273.0), 3.0)
+    assert replayed.transport_ms is None  # a stamp of 2014: another clock
 
 
 def test_reason_key_ignores_numbers_but_not_reasons():

@@ -28,6 +28,7 @@ TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage fig
 # this machine's clock), queue (-> taken into a group), device (-> the group is back from
 # the engine), handoff (-> the output thread starts it), output (-> all outputs sent).
 STAGES = ('transport', 'queue', 'device', 'handoff', 'output')
+TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
 
 
 def stamp_ns(stamp):
@@ -219,6 +220,8 @@ class CameraStream:
             self.last_stamp_ns = stamp
         self.count('accepted')
         transport = (time.time_ns() - stamp) / 1e6 if stamp else None
+        if transport is not None and not 0.0 <= transport <= TRANSPORT_MAX_MS:
+            transport = None  # sim time, a replayed bag: not this machine's clock
         return Pending(self.name, msg, received, transport_ms=transport)
 
     def reject(self, exc, late=False):
