@@ -15,7 +15,8 @@ ROSDEP_KEYS = {'cv2': 'python3-opencv', 'numpy': 'python3-numpy', 'yaml': 'pytho
                'skimage': 'python3-skimage', 'scipy': 'python3-scipy',
                'pytest': 'python3-pytest', 'hypothesis': 'python3-hypothesis'}
 # Imported only where present, each with a message or a fallback (not declared).
-OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm'}
+# pycolmap and evo: xfeat_map's 'map' extra (setup.py), with a one-line install hint.
+OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm', 'pycolmap', 'evo'}
 # The package and the tests' own helper modules (test/*.py import each other by name).
 OWN = {'xfeat_ros'} | {path.stem for path in (REPO / 'test').glob('*.py')}
 
