@@ -99,6 +99,7 @@ def run_subscriber(args):
     """Receive until stdin closes; print one JSON line of (seq, stamp, receipt) triples."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.experimental import EventsExecutor
     from xfeat_ros.bench import header_from_cdr
     msg_type, _ = build_message(args.message)
     rclpy.init()
@@ -119,7 +120,7 @@ def run_subscriber(args):
                              qos_profile(args.reliability, args.depth), raw=args.raw)
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    executor = SingleThreadedExecutor()
+    executor = EventsExecutor() if args.executor == 'events' else SingleThreadedExecutor()
     executor.add_node(node)
     _emit(event='ready')
     while not stop.is_set():
@@ -340,7 +341,7 @@ def run_config(profile, kind, reliability, args, index):
     topic = f'transport_bench_{index}'
     common = ['--message', kind, '--reliability', reliability, '--depth', str(args.depth),
               '--topic', topic]
-    sub_options = ['--raw'] if args.raw else []
+    sub_options = (['--raw'] if args.raw else []) + ['--executor', args.executor]
     me = [sys.executable, str(Path(__file__).resolve())]
     sub = subprocess.Popen(me + ['sub'] + common + sub_options, env=sub_env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
@@ -348,6 +349,7 @@ def run_config(profile, kind, reliability, args, index):
     threading.Thread(target=_reader, args=(sub.stdout, events), daemon=True).start()
     row = {'profile': profile, 'profile_file': decision.path,
            'subscriber_profile_file': sub_decision.path, 'raw_subscription': args.raw,
+           'subscriber_executor': args.executor,
            'message': kind,
            'reliability': reliability, 'rate_hz': args.rate, 'burst': args.burst,
            'count': args.count, 'warmup': args.warmup}
@@ -486,6 +488,9 @@ def main(argv=None):
     top.add_argument('--count', type=int, default=300, help='messages per configuration')
     top.add_argument('--raw', action='store_true',
                      help='raw subscription (bytes, no deserialization: transport only)')
+    top.add_argument('--executor', choices=('single', 'events'), default='single',
+                     help="the subscriber's executor: rclpy's SingleThreadedExecutor "
+                          "(default) or rclpy.experimental's EventsExecutor")
     top.add_argument('--burst', type=int, default=1,
                      help='messages published back to back per tick (several cameras)')
     top.add_argument('--warmup', type=int, default=10, help='first messages not counted')
@@ -513,6 +518,7 @@ def main(argv=None):
         child.add_argument('--rate', type=float, default=30.0)
         child.add_argument('--burst', type=int, default=1)
         child.add_argument('--raw', action='store_true')
+        child.add_argument('--executor', choices=('single', 'events'), default='single')
     args = parser.parse_args(argv)
     if args.mode == 'sub':
         return run_subscriber(args)

@@ -37,7 +37,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
 from xfeat_ros.camera import CameraModel
-from xfeat_ros.cdr import keypoints_cdr
+from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
 from xfeat_ros.core.report import reason_key, Reporter
 from xfeat_ros.core.scheduler import Scheduler
@@ -45,8 +45,7 @@ from xfeat_ros.core.stereo import StereoPairing
 from xfeat_ros.core.stream import CameraStream
 from xfeat_ros.engine import create_engine
 from xfeat_ros.errors import CameraModelError, ImageError, ParameterError, XFeatError
-from xfeat_ros.messages import (image_msg, keypoint_cloud_msg, matches_msg,
-                                message_types, vins_feature_msg)
+from xfeat_ros.messages import image_msg, keypoint_cloud_msg, message_types, vins_feature_msg
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
                                   ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                   scheduler_config, unset_value, validate_parameter)
@@ -63,6 +62,11 @@ LOST = ('dropped_queue_full', 'dropped_shutdown', 'dropped_engine_failure',
 def topic(camera, name):
     """Relative topic ``camera/name`` (just ``name`` for the unnamed camera)."""
     return f'{camera}/{name}' if camera else name
+
+
+def ros_header(header):
+    """The ``std_msgs/Header`` of an image header (a raw image's :class:`Header` is converted)."""
+    return header_msg(header) if isinstance(header, Header) else header
 
 
 @dataclass
@@ -235,9 +239,12 @@ class XFeatNode(Node):
         ports = self.ports[camera]
         events = SubscriptionEventCallbacks(
             incompatible_qos=lambda event, c=camera: self._on_incompatible_qos(c, event))
+        # A raw subscription: the image is parsed in place (cdr.parse_image, no copy of the
+        # pixels) instead of rclpy building a message (docs/transport.md).
         ports.subscription = self.create_subscription(
-            Image, topic(camera, 'image'), lambda msg, info, c=camera: self.on_image(c, msg, info),
-            self._qos('input_qos', reliability), event_callbacks=events)
+            Image, topic(camera, 'image'),
+            lambda payload, info, c=camera: self.on_image_bytes(c, payload, info),
+            self._qos('input_qos', reliability), event_callbacks=events, raw=True)
         ports.reliability = 'reliable' if reliability == 'auto' else reliability
 
     def _on_incompatible_qos(self, camera, event):
@@ -317,6 +324,19 @@ class XFeatNode(Node):
                 f'({self.scheduler.config.queue_size}), dropped the oldest frame '
                 f'({stream.counts()["dropped_queue_full"]} so far)', key=(camera, 'queue'))
 
+    def on_image_bytes(self, camera, payload, info=None):
+        """Take one serialized image of ``camera`` (a raw subscription's bytes)."""
+        try:
+            msg = parse_image(payload)
+        except ImageError as exc:  # not a well-formed Image: counted like any rejection
+            self._count_gap(camera, info)
+            stream = self.streams[camera]
+            stream.count('received')
+            stream.reject(exc)
+            self._log_reject(camera, exc)
+            return
+        self.on_image(camera, msg, info)
+
     def _log_reject(self, camera, exc):
         """Log a rejected image: each new reason at once, repeats every few seconds."""
         count = self.streams[camera].counts()[f'rejected_{type(exc).__name__}']
@@ -364,7 +384,7 @@ class XFeatNode(Node):
                                               (frame.track_ids, frame.track_ages),
                                               self.outputs.descriptor_encoding))
         if out.previous is not None:
-            ports.matches.publish(matches_msg(frame.header, out.previous.stamp,
+            ports.matches.publish(matches_cdr(frame.header, out.previous.stamp,
                                               out.previous.features, frame.features,
                                               out.matches))
 
@@ -372,16 +392,16 @@ class XFeatNode(Node):
         """Publish a frame's ``c/keypoint_cloud``."""
         frame = out.frame
         self.ports[out.camera].cloud.publish(keypoint_cloud_msg(
-            frame.header, frame.features, frame.track_ids, frame.track_ages))
+            ros_header(frame.header), frame.features, frame.track_ids, frame.track_ages))
 
     def publish_feature(self, camera, header, columns, camera_ids):
         """Publish one ``c/feature`` (VINS) message."""
-        self.ports[camera].feature.publish(vins_feature_msg(header, *columns,
+        self.ports[camera].feature.publish(vins_feature_msg(ros_header(header), *columns,
                                                             camera_ids=camera_ids))
 
     def publish_stereo(self, left_camera, left, right, result):
         """Publish a stereo pair's matches on ``left/stereo_matches``."""
-        self.ports[left_camera].stereo.publish(matches_msg(right.header, left.stamp,
+        self.ports[left_camera].stereo.publish(matches_cdr(right.header, left.stamp,
                                                            left.features, right.features,
                                                            result))
 
@@ -391,7 +411,7 @@ class XFeatNode(Node):
 
     def publish_debug(self, out, canvas):
         """Publish a rendered ``c/debug_image``."""
-        header = out.frame.header
+        header = ros_header(out.frame.header)
         self.ports[out.camera].debug.publish(image_msg(canvas, 'bgr8', header.stamp,
                                                        header.frame_id))
 
@@ -469,6 +489,8 @@ def main(args=None):
     code = 0
     try:
         node = XFeatNode()
+        # Not rclpy.experimental's EventsExecutor: in kilted it fails (SystemError) on
+        # callbacks that take the message info, which the gap count needs (bench/NOTES.md).
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
         while rclpy.ok() and not node.stop_requested.is_set():
