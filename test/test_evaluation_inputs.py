@@ -78,7 +78,8 @@ def test_frame_100_gets_pose_line_100(kitti, tum):
         line = np.array(lines[int(frame.name)].split(), np.float64).reshape(3, 4)
         np.testing.assert_array_equal(np.c_[frame.rotation, frame.position], line)
         np.testing.assert_allclose(frame.rotation, original.rotation, atol=1e-8)
-    assert dataset.camera.matrix[0, 0] == pytest.approx(520.9) and dataset.camera.dist is None
+    assert dataset.camera.matrix[0, 0] == pytest.approx(520.9)
+    assert dataset.camera.distortion_model == 'none'  # rectified: no distortion
 
 
 def test_kitti_layout_gives_the_right_poses(kitti, weights_npz, tmp_path):
