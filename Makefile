@@ -37,7 +37,7 @@ test: setup-test
 
 demo: setup
 	source scripts/ros_env.sh
-	python -m xfeat_ros.demo $(DEMO_ARGS)
+	python -m xfeat_ros.tools.demo $(DEMO_ARGS)
 
 lint: setup-test
 	source scripts/ros_env.sh

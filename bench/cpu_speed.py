@@ -8,7 +8,7 @@ CPU speed at 640x480, kept for its old command line: now ``xfeat_bench cpu``.
 
 runs ``xfeat_bench cpu --weights W --upstream U --num-images 20 --frames 60``:
 our ONNX Runtime path next to the PyTorch reference and upstream XFeat on the
-CPU (see :mod:`xfeat_ros.bench`).
+CPU (see :mod:`xfeat_ros.tools.bench`).
 """
 
 import argparse
@@ -17,7 +17,8 @@ import sys
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xfeat_ros import bench  # noqa: E402 - after the path set-up
+from xfeat_ros.tools.bench.cli import main as bench_main  # noqa: E402 - after the path set-up
+from xfeat_ros.tools.bench.frames import default_images  # noqa: E402
 
 
 def main(argv=None):
@@ -25,7 +26,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0].strip())
     parser.add_argument('--weights', default='', help='weights (.pt or .npz)')
     parser.add_argument('--upstream', help='upstream XFeat checkout (holds modules/)')
-    parser.add_argument('--images', default=str(bench.default_images()))
+    parser.add_argument('--images', default=str(default_images()))
     parser.add_argument('--frames', type=int, default=20, help='distinct images')
     parser.add_argument('--repeat', type=int, default=3, help='passes over them')
     parser.add_argument('--threads', type=int, default=0, help='0: all cores')
@@ -37,7 +38,7 @@ def main(argv=None):
                         ('--json', args.json)):
         if value:
             new += [flag, value]
-    return bench.main(new)
+    return bench_main(new)
 
 
 if __name__ == '__main__':

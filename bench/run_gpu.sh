@@ -50,7 +50,7 @@ rc_node=0
 if [[ "${WHAT}" == all || "${WHAT}" == pipeline ]]; then
   echo "== pipeline mode ($(date -u +%T))"
   # shellcheck disable=SC2086
-  PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}" timeout "${PIPELINE_TIMEOUT:-240}" python3 -m xfeat_ros.bench \
+  PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}" timeout "${PIPELINE_TIMEOUT:-240}" python3 -m xfeat_ros.tools.bench \
     pipeline --backend "${BACKEND}" --images "${IMAGES}" --weights "${WEIGHTS}" \
     --upstream .upstream --json "${OUT}/bench_pipeline.json" ${PIPELINE_ARGS:-}
   rc_pipeline=$?
@@ -85,7 +85,7 @@ if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
     echo "== node mode ${encoding}, DDS profile ${profile} ($(date -u +%T))"
     # shellcheck disable=SC2086
     timeout "${NODE_TIMEOUT:-300}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
-      python -m xfeat_ros.bench node --backend "${BACKEND}" --images "${IMAGES}" \
+      python -m xfeat_ros.tools.bench node --backend "${BACKEND}" --images "${IMAGES}" \
       --weights "${WEIGHTS}" --encoding "${encoding}" --dds-profile "${profile_arg}" \
       --log-dir "/tmp/xfeat_bench_logs/${encoding}_${profile}" \
       --json "${OUT}/bench_node_${encoding}_${profile}.json" \

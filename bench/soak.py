@@ -14,10 +14,8 @@ version in test/test_soak.py)::
 """
 
 import argparse
-import ast
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -87,17 +85,15 @@ def main(argv=None):
 
     from xfeat_ros.messages import image_msg, message_types
     from xfeat_ros.play import stamp_msg
+    from xfeat_ros.tools.plumbing import parse_final_counts, start_node, stop_process
     width, height = (int(v) for v in args.size.split('x'))
     tiles = make_frames(height, width)
-    command = [sys.executable, '-m', 'xfeat_ros.node', '--ros-args',
-               '-p', f'backend:={args.backend}', '-p', f'top_k:={args.top_k}',
-               '-p', 'input_qos_reliability:=reliable', '-p', 'input_qos_depth:=100',
-               '-p', 'queue_size:=100']
+    params = {'backend': args.backend, 'top_k': args.top_k, 'input_qos_reliability': 'reliable',
+              'input_qos_depth': 100, 'queue_size': 100}
     if args.weights:
-        command += ['-p', f'weights:={args.weights}']
+        params['weights'] = args.weights
     log_path = (args.out or 'soak') + '.node.log'
-    with open(log_path, 'w') as log:
-        node_process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    node_process = start_node(params, log_path)
     rclpy.init()
     node = rclpy.create_node('xfeat_soak')
     qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -148,11 +144,8 @@ def main(argv=None):
     finally:
         node.destroy_node()
         rclpy.shutdown()
-        node_process.send_signal(2)
-        node_process.wait(60)
-    text = open(log_path).read()
-    found = re.search(r'final counts: (.*)', text)
-    counts = ast.literal_eval(found.group(1))[''] if found else {}
+        stop_process(node_process, timeout=60.0)
+    counts = (parse_final_counts(open(log_path).read()) or {}).get('', {})
     after = [s for s in samples if s[1] >= args.warmup]
     done = [s[1] for s in after]
     rss_slope = slope_per_10k(done, [s[3] for s in after])

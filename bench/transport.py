@@ -100,7 +100,7 @@ def run_subscriber(args):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.experimental import EventsExecutor
-    from xfeat_ros.bench import header_from_cdr
+    from xfeat_ros.tools.bench.node import header_from_cdr
     msg_type, _ = build_message(args.message)
     rclpy.init()
     node = rclpy.create_node('transport_bench_sub')
@@ -401,7 +401,7 @@ def _version(name):
 
 def environment_record(args):
     """Machine, versions and profile of this run."""
-    from xfeat_ros.bench import cpu_model
+    from xfeat_ros.tools.plumbing import cpu_model
     cpu = cpu_model()
     profile = dds.shipped_profile()
     return {'date_utc': datetime.datetime.now(datetime.timezone.utc).isoformat(

@@ -3,15 +3,13 @@
 """Drive a real ``xfeat_node`` process from a test through rclpy.
 
 The node runs as a separate process (``python -m xfeat_ros.node``) with
-``--ros-args`` parameters; the test side owns its own rclpy context with
+``--ros-args`` parameters, started and stopped by :mod:`xfeat_ros.tools.plumbing`
+as the tools do; the test side owns its own rclpy context with
 publishers for the images and subscriptions collecting the outputs. conftest.py
 has already set ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and a ROS_DOMAIN_ID, and
 child processes inherit them.
 """
 
-import os
-import subprocess
-import sys
 import time
 
 import rclpy
@@ -19,28 +17,12 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
-from xfeat_ros.bench import stop_process as stop_node  # noqa: F401 - SIGINT, wait, kill
 from xfeat_ros.node import topic
+# The node process as every tool starts and stops it: python -m xfeat_ros.node --ros-args -p ...
+# with its output in a log file (start_node(params, log_path, extra_args=())); SIGINT, wait, kill.
+from xfeat_ros.tools.plumbing import start_node, stop_process as stop_node  # noqa: F401
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-
-
-def _ros_value(value):
-    if isinstance(value, (list, tuple)):
-        return '[' + ','.join(f"'{v}'" if isinstance(v, str) else repr(v) for v in value) + ']'
-    if isinstance(value, str):
-        return value if value else "''"
-    return str(value).lower() if isinstance(value, bool) else repr(value)
-
-
-def start_node(params, log_path, extra_args=()):
-    """Start ``xfeat_node`` with ``params``; its stdout/stderr go to ``log_path``."""
-    args = [sys.executable, '-m', 'xfeat_ros.node', '--ros-args', *extra_args]
-    for name, value in params.items():
-        args += ['-p', f'{name}:={_ros_value(value)}']
-    log = open(log_path, 'w')
-    env = dict(os.environ, PYTHONUNBUFFERED='1')
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 class Client:

@@ -114,18 +114,19 @@ def test_play_missing_path_or_a_file(source, says):
 
 
 def test_demo_images_without_images():
-    assert_one_error_line(run_tool('demo', '--images', REPO / 'config'), 'xfeat_demo',
+    assert_one_error_line(run_tool('tools.demo', '--images', REPO / 'config'), 'xfeat_demo',
                           'no images found in')
 
 
 def test_demo_weights_not_weights(tmp_path):
-    result = run_tool('demo', '--weights', REPO / 'README.md', '--output', tmp_path)
+    result = run_tool('tools.demo', '--weights', REPO / 'README.md', '--output', tmp_path)
     assert_one_error_line(result, 'xfeat_demo', 'is not a weights file')
     assert 'weights_only' not in result.stderr and 'did not start' not in result.stderr
 
 
 @pytest.mark.parametrize('module,prog,args', [
-    ('demo', 'xfeat_demo', ['--weights']), ('export', 'xfeat_export', ['-o', 'x.onnx', '-w']),
+    ('tools.demo', 'xfeat_demo', ['--weights']),
+    ('export', 'xfeat_export', ['-o', 'x.onnx', '-w']),
     ('weights', 'xfeat_weights', ['check'])], ids=['demo', 'export', 'weights'])
 def test_junk_npz(tmp_path, module, prog, args):
     junk = tmp_path / 'junk.npz'
@@ -136,14 +137,14 @@ def test_junk_npz(tmp_path, module, prog, args):
 
 
 def test_bench_cpu_without_shared(tmp_path):
-    result = run_tool('bench', 'cpu', env={'XFEAT_ROS_SHARED': str(tmp_path / 'no_shared')})
+    result = run_tool('tools.bench', 'cpu', env={'XFEAT_ROS_SHARED': str(tmp_path / 'no_shared')})
     assert_one_error_line(result, 'xfeat_bench', 'give --images DIR')
 
 
 def test_eval_and_offline_missing_input(tmp_path):
-    assert_one_error_line(run_tool('evaluate', tmp_path / 'none', '--out', tmp_path / 'o'),
+    assert_one_error_line(run_tool('tools.evaluation', tmp_path / 'none', '--out', tmp_path / 'o'),
                           'xfeat_eval', 'is not a folder', code=2)
-    assert_one_error_line(run_tool('offline', tmp_path / 'none', tmp_path / 'out'),
+    assert_one_error_line(run_tool('tools.offline', tmp_path / 'none', tmp_path / 'out'),
                           'xfeat_offline', 'is not a rosbag2 bag')
 
 
@@ -164,8 +165,8 @@ def wait_for_line(process, text, timeout):
 @pytest.mark.ros
 def test_ctrl_c_in_the_demo(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, '-m', 'xfeat_ros.demo', '--frames', '200', '--rate', '5', '--output',
-         str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, '-m', 'xfeat_ros.tools.demo', '--frames', '200', '--rate', '5',
+         '--output', str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:
         wait_for_line(process, 'node ready: publishing', 120)  # the interrupt lands mid-run
@@ -210,7 +211,8 @@ def test_every_console_script_is_wrapped():
     """Each entry point in setup.py is a main with one-line errors (or the node's)."""
     import importlib
     import re
-    scripts = re.findall(r"'(xfeat_\w+) = (xfeat_ros\.\w+):main'", (REPO / 'setup.py').read_text())
+    scripts = re.findall(r"'(xfeat_\w+) = (xfeat_ros[\w.]*):main'",
+                         (REPO / 'setup.py').read_text())
     assert len(scripts) >= 8
     for name, module in scripts:
         main = importlib.import_module(module).main

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from xfeat_ros.demo import (BAD_BGR, camera_path, draw_matches, GOOD_BGR, LEGEND_H,
-                            match_errors, synthetic_sequence)
+from xfeat_ros.tools.demo import (BAD_BGR, camera_path, draw_matches, GOOD_BGR, LEGEND_H,
+                                  match_errors, synthetic_sequence)
 
 
 def test_camera_path_and_errors():
@@ -58,7 +58,7 @@ def test_picture_has_its_legend(tmp_path, checked):
 @pytest.mark.ros
 def test_demo_runs(weights_npz, tmp_path):
     out = tmp_path / 'demo'
-    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.demo', '--frames', '6',
+    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.tools.demo', '--frames', '6',
                              '--rate', '5', '--output', str(out), '--weights', str(weights_npz)],
                             capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -6,7 +6,7 @@ Descriptor wire encodings (xfeat_ros.encoding) and their effect on matching.
 Round-trip error bounds on random unit vectors, the exact little-endian
 layout, typed errors; mutual-NN agreement of decoded descriptors with float32
 on the golden upstream descriptors (../shared/golden); the evaluation wrapper
-:class:`xfeat_ros.evaluate.EncodedMethod` (float32 reproduces the engine
+:class:`xfeat_ros.tools.evaluation.methods.EncodedMethod` (float32 reproduces the engine
 exactly) and ``xfeat_eval --descriptor-encoding`` on oxford_graf: MHA@3px
 with MAGSAC on its stable pairs, and MHA@3px with RANSAC averaged over match
 orders (``--fit-orders``). Set ``XFEAT_ROS_LONG_TESTS=1`` for the 2000-order
@@ -22,12 +22,12 @@ from golden_util import GOLDEN_PAIRS, load_golden
 import numpy as np
 import pytest
 
-from xfeat_ros import evaluate
 from xfeat_ros.encoding import (bytes_per_descriptor, check_encoding, decode_descriptors,
                                 encode_descriptors, ENCODINGS, INT8_SCALE)
 from xfeat_ros.errors import DescriptorLayoutError, ParameterError, XFeatError
 from xfeat_ros.image_files import read_image
 from xfeat_ros.match import mutual_nn_match
+from xfeat_ros.tools.evaluation import cli, methods
 
 DIM = 64
 ITEMSIZE = {'float32': 4, 'float16': 2, 'int8': 1}
@@ -273,17 +273,17 @@ def test_golden_match_agreement(golden, encoding, min_cossim):
 
 @pytest.fixture(scope='module')
 def engine_method(weights):
-    """Return an :class:`evaluate.EngineMethod` over a CPU engine (ONNX Runtime), 2 slots."""
+    """Return an :class:`methods.EngineMethod` over a CPU engine (ONNX Runtime), 2 slots."""
     from xfeat_ros.backbone import OnnxRuntimeBackbone
     from xfeat_ros.engine import CpuEngine
     from xfeat_ros.network_onnx import build_model
-    return evaluate.EngineMethod(CpuEngine(OnnxRuntimeBackbone(build_model(weights))), 2)
+    return methods.EngineMethod(CpuEngine(OnnxRuntimeBackbone(build_model(weights))), 2)
 
 
 def test_encoded_float32_is_exactly_the_engine(engine_method, shared_dir):
     graf = shared_dir / 'data' / 'oxford_graf'
     for encoding in ENCODINGS:
-        method = evaluate.EncodedMethod(engine_method, encoding, 0.82)
+        method = methods.EncodedMethod(engine_method, encoding, 0.82)
         assert method.name == f'xfeat_ros onnxruntime (cpu) {encoding}'
         kp0 = method.extract(0, *read_image(graf / 'img1.ppm'))
         kp1 = method.extract(1, *read_image(graf / 'img3.ppm'))
@@ -302,23 +302,23 @@ def test_encoded_float32_is_exactly_the_engine(engine_method, shared_dir):
         else:
             assert extras['float32_matches_reproduced'] >= 0.95 * len(ref0)
     with pytest.raises(ParameterError):
-        evaluate.EncodedMethod(engine_method, 'float64', 0.82)
+        methods.EncodedMethod(engine_method, 'float64', 0.82)
 
 
 def test_descriptor_encoding_option():
-    assert evaluate.descriptor_encodings(None) is None
-    assert evaluate.descriptor_encodings(['int8,float16', 'float32', 'int8']) == [
+    assert methods.descriptor_encodings(None) is None
+    assert methods.descriptor_encodings(['int8,float16', 'float32', 'int8']) == [
         'int8', 'float16', 'float32']
     with pytest.raises(ParameterError, match='choices'):
-        evaluate.descriptor_encodings(['float32,half'])
+        methods.descriptor_encodings(['float32,half'])
     with pytest.raises(ParameterError):
-        evaluate.descriptor_encodings([','])
+        methods.descriptor_encodings([','])
 
 
 def test_eval_unknown_encoding_exits_2(shared_dir, weights_npz, tmp_path):
-    assert evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
-                          '--weights', weights_npz, '--descriptor-encoding', 'half',
-                          '--no-plots']) == 2
+    assert cli.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
+                     '--weights', weights_npz, '--descriptor-encoding', 'half',
+                     '--no-plots']) == 2
 
 
 def test_eval_graf_mha_per_encoding(shared_dir, weights_npz, tmp_path):
@@ -340,10 +340,10 @@ def test_eval_graf_mha_per_encoding(shared_dir, weights_npz, tmp_path):
     (canonical order): 1.28 / 2.02 / 3.43 px (float32, float16) and 1.23 /
     2.02 / 3.51 px (int8).
     """
-    status = evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
-                            '--weights', weights_npz, '--descriptor-encoding',
-                            'float32,float16,int8', '--homography-method', 'magsac',
-                            '--max-pairs', '3', '--no-plots'])
+    status = cli.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
+                       '--weights', weights_npz, '--descriptor-encoding',
+                       'float32,float16,int8', '--homography-method', 'magsac',
+                       '--max-pairs', '3', '--no-plots'])
     assert status == 0
     results = json.loads((tmp_path / 'results.json').read_text())
     names = [f'xfeat_ros onnxruntime (cpu) {e}' for e in ENCODINGS]
@@ -385,10 +385,10 @@ CORNER_CAP_PX = 10.0  # failed or wild fits count as 10 px in the per-pair means
 
 def eval_graf_orders(shared_dir, weights_npz, out, orders):
     """Run xfeat_eval with RANSAC and ``orders`` fit orders on graf 1-2 .. 1-5; results."""
-    status = evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', out,
-                            '--weights', weights_npz, '--descriptor-encoding',
-                            'float32,float16,int8', '--max-pairs', '4',
-                            '--fit-orders', str(orders), '--no-plots'])
+    status = cli.main([shared_dir / 'data' / 'oxford_graf', '--out', out,
+                       '--weights', weights_npz, '--descriptor-encoding',
+                       'float32,float16,int8', '--max-pairs', '4',
+                       '--fit-orders', str(orders), '--no-plots'])
     assert status == 0
     results = json.loads((out / 'results.json').read_text())
     graf = results['datasets'][0]

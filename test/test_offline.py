@@ -83,7 +83,7 @@ def test_offline_writes_node_messages(tmp_path, images, weights_npz, cpu_pipelin
                                       output_storage):
     source = write_image_bag(tmp_path / 'in', images, storage)
     result = subprocess.run(
-        [sys.executable, '-m', 'xfeat_ros.offline', str(source), str(tmp_path / 'out'),
+        [sys.executable, '-m', 'xfeat_ros.tools.offline', str(source), str(tmp_path / 'out'),
          '--topic', TOPIC, '--storage', output_storage, '--backend', 'onnxruntime',
          '--weights', str(weights_npz)],
         env=dict(os.environ), capture_output=True, text=True, timeout=120)
@@ -126,7 +126,7 @@ def test_offline_writes_node_messages(tmp_path, images, weights_npz, cpu_pipelin
 
 
 def test_output_topics():
-    from xfeat_ros.offline import output_topics
+    from xfeat_ros.tools.offline import output_topics
     assert output_topics('/camera/image_raw') == ('/camera/keypoints', '/camera/matches')
     assert output_topics('/image') == ('/keypoints', '/matches')
 
@@ -134,7 +134,7 @@ def test_output_topics():
 def test_offline_rejects_and_size_change(tmp_path, images, weights_npz):
     from xfeat_ros.backbone import create_backbone
     from xfeat_ros.engine import CpuEngine
-    from xfeat_ros.offline import process_bag, summary
+    from xfeat_ros.tools.offline import process_bag, summary
     import cv2
     tiny = image_msg(np.zeros((16, 16, 1), np.uint8), 'mono8', stamp_msg(1), 'tum_rgb')
     tiny.header.stamp = images[1].header.stamp
@@ -158,7 +158,7 @@ def test_offline_rejects_and_size_change(tmp_path, images, weights_npz):
 
 
 def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline):
-    from xfeat_ros.offline import main
+    from xfeat_ros.tools.offline import main
     source = write_image_bag(tmp_path / 'in', images[:2], 'sqlite3')
     assert main([str(source), str(tmp_path / 'out'), '--backend', 'onnxruntime',
                  '--weights', str(weights_npz), '--descriptor-encoding', 'int8']) == 0
@@ -174,7 +174,7 @@ def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline
 
 def test_offline_errors(tmp_path, images, weights_npz, capsys, monkeypatch):
     import logging
-    from xfeat_ros.offline import main
+    from xfeat_ros.tools.offline import main
     for name in ('', 'xfeat_offline', 'xfeat_ros'):  # as launch_testing's pytest plugin does
         monkeypatch.setattr(logging.getLogger(name), 'propagate', False)
     source = write_image_bag(tmp_path / 'in', images[:1], 'sqlite3')
@@ -252,7 +252,7 @@ def euroc_stereo_bag(path, shared_dir, count=3):
 def test_offline_stereo_vins_and_cloud(tmp_path, shared_dir, weights_npz):
     """Offline runs the node's core: VINS features, keypoint cloud and stereo matches too."""
     from sensor_msgs.msg import PointCloud, PointCloud2
-    from xfeat_ros.offline import main
+    from xfeat_ros.tools.offline import main
     source, count = euroc_stereo_bag(tmp_path / 'in', shared_dir)
     assert main([str(source), str(tmp_path / 'out'), '--backend', 'onnxruntime',
                  '--weights', str(weights_npz), '--top-k', '1024',

@@ -95,7 +95,7 @@ def test_cpu_path_runs_without_torch(tmp_path):
         [str(tmp_path / 'block'), os.environ.get('PYTHONPATH', '')]))
     env.pop('XFEAT_ROS_WEIGHTS', None)  # the lookup's last step: the packaged copy
     out = tmp_path / 'demo'
-    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.demo', '--frames', '3',
+    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.tools.demo', '--frames', '3',
                              '--rate', '5', '--output', str(out)], capture_output=True,
                             text=True, timeout=300, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -118,6 +118,40 @@ class CameraModel:
         except (KeyError, TypeError, ValueError) as exc:
             raise CameraModelError(f'{path}: malformed camera yaml ({exc!r})') from exc
 
+    @classmethod
+    def from_opencv(cls, intrinsics, dist=None, width=0, height=0):
+        """
+        Build from [fx, fy, cx, cy] and OpenCV coefficients k1 k2 p1 p2 [k3 [k4 k5 k6]].
+
+        None or all-zero coefficients: no distortion; 4 or 5: plumb_bob; 8: rational_polynomial.
+        """
+        try:
+            c = np.asarray([] if dist is None else dist, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise CameraModelError(f'distortion coefficients are not numbers: {exc}') from exc
+        if not np.any(c):
+            return cls.from_parameters(intrinsics, 'none', (), width, height)
+        model = 'rational_polynomial' if len(c) >= 8 else 'plumb_bob'
+        return cls.from_parameters(intrinsics, model, c, width, height)
+
+    @classmethod
+    def from_yaml(cls, path):
+        """
+        Build from a small camera YAML: EuRoC/Kalibr or ``fx, fy, cx, cy`` and ``dist``.
+
+        EuRoC/Kalibr: ``intrinsics: [fu, fv, cu, cv]`` with ``distortion_model`` and
+        ``distortion_coefficients`` (:meth:`from_euroc_yaml`); otherwise ``fx, fy, cx, cy``
+        and optional ``dist`` in OpenCV order (:meth:`from_opencv`). An OpenCV
+        ``%YAML:1.0`` first line is allowed.
+        """
+        doc = _read_euroc(path)
+        if 'intrinsics' in doc:
+            return cls.from_euroc_yaml(path)
+        if not all(key in doc for key in ('fx', 'fy', 'cx', 'cy')):
+            raise CameraModelError(f'{path}: needs fx, fy, cx, cy (and dist) or intrinsics: '
+                                   '[...]')
+        return cls.from_opencv([doc[key] for key in ('fx', 'fy', 'cx', 'cy')], doc.get('dist'))
+
 
 def _read_euroc(path):
     """Return the mapping of a EuRoC yaml file, without its ``%YAML:1.0`` line."""

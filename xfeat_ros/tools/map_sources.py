@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 from xfeat_ros.camera import CameraModel, read_euroc_extrinsics
-from xfeat_ros.errors import CameraModelError, ImageError, XFeatError
+from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.geometry import quaternion_to_matrix
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
 
@@ -340,21 +340,6 @@ def open_folder(folder, intrinsics=None, stereo=False, truth=None, max_frames=0)
             yield Item(frame, RawImage.from_pixels(pixels, encoding))
 
     return Source(kind, folder, cameras, main, folder, len(frames), produce)
-
-
-def load_camera_yaml(path):
-    """Read a :class:`CameraModel` from a Kalibr ``sensor.yaml`` or ``fx, fy, cx, cy[, dist]``."""
-    from xfeat_ros.camera import _read_euroc
-    doc = _read_euroc(path)
-    if 'intrinsics' in doc:
-        return CameraModel.from_euroc_yaml(path)
-    try:
-        dist = [float(v) for v in doc.get('dist') or ()]
-        return CameraModel.from_parameters([doc[k] for k in ('fx', 'fy', 'cx', 'cy')],
-                                           'plumb_bob' if any(dist) else 'none', dist)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CameraModelError(f'{path}: needs intrinsics: [fx, fy, cx, cy] or fx, fy, cx, '
-                               f'cy (and dist) ({exc!r})') from exc
 
 
 def is_image_folder(path):

@@ -39,12 +39,13 @@ import time
 import numpy as np
 
 from xfeat_ros.camera import CameraModel, MODELS
+from xfeat_ros.cli import one_line_errors
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.tools import colmap_db, trajectory
-from xfeat_ros.tools.map_sources import (is_image_folder, load_camera_yaml, MappingError,
-                                         open_folder, read_tum_trajectory, reject)
+from xfeat_ros.tools.map_sources import (is_image_folder, MappingError, open_folder,
+                                         read_tum_trajectory, reject)
 
 LOG = logging.getLogger('xfeat_map')
 FEATURES = ('xfeat', 'sift')
@@ -183,7 +184,7 @@ def open_any(args):
     from xfeat_ros.bag import is_bag
     intrinsics = None
     if args.camera_yaml:
-        intrinsics = load_camera_yaml(args.camera_yaml)
+        intrinsics = CameraModel.from_yaml(args.camera_yaml)
     elif args.intrinsics:
         coeffs = args.distortion or ()
         intrinsics = CameraModel.from_parameters(
@@ -400,6 +401,7 @@ def check_args(parser, args):
         parser.error(f'--groundtruth {args.groundtruth} is not a file')
 
 
+@one_line_errors('xfeat_map')
 def main(argv=None):
     """Entry point of ``xfeat_map``; returns the exit status."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]

@@ -16,9 +16,10 @@ import cv2
 import numpy as np
 import pytest
 
-from xfeat_ros import evaluate
+from xfeat_ros.errors import DatasetError
 from xfeat_ros.geometry import relative_pose
 from xfeat_ros.pair_lists import PairListError, read_pair_list, unrotate_points
+from xfeat_ros.tools.evaluation import cli, datasets
 
 K_TUM = np.array([[520.9, 0.0, 325.1], [0.0, 521.0, 249.7], [0.0, 0.0, 1.0]])
 DIST_TUM = np.array([0.2312, -0.7849, -0.0033, -0.0001, 0.9172])
@@ -41,7 +42,7 @@ def other_pose(k):
 @pytest.fixture(scope='module')
 def tum(data_dir):
     """Return the first TUM frames with their poses, and their undistorted grey pixels."""
-    frames = evaluate.tum_frames(data_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
+    frames = datasets.tum_frames(data_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
     grey = [cv2.undistort(cv2.imread(str(f.path), cv2.IMREAD_GRAYSCALE), K_TUM, DIST_TUM)
             for f in frames]
     return frames, grey
@@ -69,7 +70,7 @@ def kitti(tum, tmp_path_factory):
 
 
 def test_frame_100_gets_pose_line_100(kitti, tum):
-    dataset = evaluate.load_dataset(kitti / 'sequences' / '00')
+    dataset = datasets.load_dataset(kitti / 'sequences' / '00')
     assert (dataset.layout, dataset.kind) == ('kitti', 'pose')
     assert [f.name for f in dataset.frames] == [f'{FIRST + k:06d}' for k in range(FRAMES)]
     lines = (kitti / 'poses' / '00.txt').read_text().splitlines()
@@ -77,13 +78,14 @@ def test_frame_100_gets_pose_line_100(kitti, tum):
         line = np.array(lines[int(frame.name)].split(), np.float64).reshape(3, 4)
         np.testing.assert_array_equal(np.c_[frame.rotation, frame.position], line)
         np.testing.assert_allclose(frame.rotation, original.rotation, atol=1e-8)
-    assert dataset.camera.matrix[0, 0] == pytest.approx(520.9) and dataset.camera.dist is None
+    assert dataset.camera.matrix[0, 0] == pytest.approx(520.9)
+    assert dataset.camera.distortion_model == 'none'  # rectified: no distortion
 
 
 def test_kitti_layout_gives_the_right_poses(kitti, weights_npz, tmp_path):
     out = tmp_path / 'eval'
-    assert evaluate.main([kitti / 'sequences' / '00', '--out', out, '--weights', weights_npz,
-                          '--gaps', '1', '2', '--no-plots']) == 0
+    assert cli.main([kitti / 'sequences' / '00', '--out', out, '--weights', weights_npz,
+                     '--gaps', '1', '2', '--no-plots']) == 0
     summary = json.loads((out / 'results.json').read_text())['datasets'][0]
     assert summary['layout'] == 'kitti'
     records = summary['pairs']['xfeat_ros onnxruntime (cpu)']
@@ -103,31 +105,31 @@ def test_kitti_refuses_what_it_cannot_pair(kitti, tmp_path):
     (tmp_path / 'dataset' / 'poses').mkdir()
     (tmp_path / 'dataset' / 'poses' / '00.txt').write_text(
         ''.join(pose_line(*other_pose(k)) for k in range(FIRST + 3)))
-    with pytest.raises(evaluate.DatasetError, match=r'000103.png is frame 103, but .*00.txt '
-                                                    r'holds the poses of frames 0-102 only'):
-        evaluate.load_dataset(sequence)
+    with pytest.raises(DatasetError, match=r'000103.png is frame 103, but .*00.txt '
+                       r'holds the poses of frames 0-102 only'):
+        datasets.load_dataset(sequence)
     (tmp_path / 'dataset' / 'poses' / '00.txt').unlink()
-    with pytest.raises(evaluate.DatasetError, match='poses.txt and .*poses/00.txt'):
-        evaluate.load_dataset(sequence)
+    with pytest.raises(DatasetError, match='poses.txt and .*poses/00.txt'):
+        datasets.load_dataset(sequence)
     (sequence / 'poses.txt').write_text(''.join(pose_line(*other_pose(k))
                                                 for k in range(POSE_LINES)))
-    assert len(evaluate.load_dataset(sequence).frames) == FRAMES  # the flat layout
+    assert len(datasets.load_dataset(sequence).frames) == FRAMES  # the flat layout
     (sequence / 'image_0' / 'left.png').write_bytes(
         (sequence / 'image_0' / f'{FIRST:06d}.png').read_bytes())
-    with pytest.raises(evaluate.DatasetError, match='named by frame number'):
-        evaluate.load_dataset(sequence)
+    with pytest.raises(DatasetError, match='named by frame number'):
+        datasets.load_dataset(sequence)
 
 
 def test_unrecognised_layout_says_what_it_expected(kitti, tmp_path):
-    with pytest.raises(evaluate.DatasetError) as info:
-        evaluate.load_dataset(tmp_path)
+    with pytest.raises(DatasetError) as info:
+        datasets.load_dataset(tmp_path)
     message = str(info.value)
     for layout in ('HPatches', 'Oxford', 'TUM', 'KITTI', 'pair list', 'H_1_2', 'H1to2p',
                    'groundtruth.txt', 'image_0/', 'calib.txt', 'sequences/NN'):
         assert layout in message, layout
-    with pytest.raises(evaluate.DatasetError, match='give one sequence, e.g. .*sequences/00'):
-        evaluate.load_dataset(kitti)
-    help_text = evaluate.build_parser().format_help()
+    with pytest.raises(DatasetError, match='give one sequence, e.g. .*sequences/00'):
+        datasets.load_dataset(kitti)
+    help_text = cli.build_parser().format_help()
     assert 'KITTI odometry' in help_text and 'pair list' in help_text
 
 
@@ -176,7 +178,7 @@ def test_pair_lists_read_as_published(pair_lists):
 def test_pair_list_runs_without_conversion(pair_lists, weights_npz, tmp_path, name):
     root, count = pair_lists
     out = tmp_path / 'eval'
-    assert evaluate.main([root / name, '--out', out, '--weights', weights_npz]) == 0
+    assert cli.main([root / name, '--out', out, '--weights', weights_npz]) == 0
     data = json.loads((out / 'results.json').read_text())['datasets'][0]
     assert (data['layout'], data['kind']) == ('pair list', 'pairs')
     records = data['pairs']['xfeat_ros onnxruntime (cpu)']
@@ -222,8 +224,8 @@ def test_unrotate_points_inverts_rot90(rot):
 
 def test_gap_without_pairs_shows_a_dash(data_dir, weights_npz, tmp_path):
     out = tmp_path / 'eval'
-    assert evaluate.main([data_dir / 'data' / 'tum_fr2_desk', '--out', out, '--weights',
-                          weights_npz, '--frames', '3', '--gaps', '1', '4', '--no-plots']) == 0
+    assert cli.main([data_dir / 'data' / 'tum_fr2_desk', '--out', out, '--weights',
+                     weights_npz, '--frames', '3', '--gaps', '1', '4', '--no-plots']) == 0
     rows = [line for line in (out / 'results.md').read_text().splitlines()
             if line.startswith('| xfeat_ros')]
     gap4 = next(r for r in rows if r.split('|')[2].strip() == '4')
@@ -242,9 +244,9 @@ def test_upstream_without_tqdm_is_one_line(data_dir, weights_npz, tmp_path, monk
     (upstream / 'modules' / '__init__.py').write_text('')
     (upstream / 'modules' / 'xfeat.py').write_text('import tqdm\n')  # as upstream does
     monkeypatch.setitem(__import__('sys').modules, 'tqdm', None)  # not installed
-    status = evaluate.main([data_dir / 'data' / 'tum_fr2_desk', '--out', tmp_path / 'o',
-                            '--weights', weights_npz, '--backend', 'none', '--frames', '2',
-                            '--upstream', upstream])
+    status = cli.main([data_dir / 'data' / 'tum_fr2_desk', '--out', tmp_path / 'o',
+                       '--weights', weights_npz, '--backend', 'none', '--frames', '2',
+                       '--upstream', upstream])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1, err
     assert err[0].startswith('xfeat_eval: error: ') and "'tqdm'" in err[0], err

@@ -1,13 +1,11 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""
-``xfeat_eval`` end to end on the CPU path with tiny settings, on ../shared/data.
+"""xfeat_eval end to end on the CPU path with tiny settings, on ../shared/data.
 
 Oxford graf 1->2 and 1->3 and the first TUM fr2/desk frames at gaps 1 to 3;
 ``--fit-orders`` (every graf pair and a few TUM pairs refitted in 3 match
-orders); plus the dataset layouts (HPatches, KITTI built from the same files)
-and the typed errors for missing ground truth. Set ``XFEAT_ROS_UPSTREAM`` to an
-upstream XFeat checkout to also compare against upstream.
+orders). Set ``XFEAT_ROS_UPSTREAM`` to an upstream XFeat checkout to also
+compare against upstream.
 """
 
 import json
@@ -16,11 +14,9 @@ from pathlib import Path
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from xfeat_ros import evaluate
-from xfeat_ros.errors import XFeatError
+from xfeat_ros.tools.evaluation import cli
 
 
 @pytest.fixture(scope='module')
@@ -28,9 +24,9 @@ def run(shared_dir, weights_npz, tmp_path_factory):
     """Run ``xfeat_eval`` once on graf (2 pairs) and TUM (4 frames, gaps 1-3, 2 pairs each)."""
     out = tmp_path_factory.mktemp('eval')
     data = shared_dir / 'data'
-    status = evaluate.main([data / 'oxford_graf', data / 'tum_fr2_desk', '--out', out,
-                            '--weights', weights_npz, '--max-pairs', '2', '--frames', '4',
-                            '--gaps', '1', '2', '3'])
+    status = cli.main([data / 'oxford_graf', data / 'tum_fr2_desk', '--out', out,
+                       '--weights', weights_npz, '--max-pairs', '2', '--frames', '4',
+                       '--gaps', '1', '2', '3'])
     assert status == 0
     return out, json.loads((out / 'results.json').read_text())
 
@@ -118,9 +114,9 @@ def test_plots_exist_and_are_real_images(run):
 
 def fit_orders_run(data, weights_npz, out):
     """Run ``xfeat_eval --fit-orders 3`` on all of graf and TUM frames 0-2 (gap 1); results."""
-    status = evaluate.main([data / 'oxford_graf', data / 'tum_fr2_desk', '--out', out,
-                            '--weights', weights_npz, '--frames', '3', '--gaps', '1',
-                            '--fit-orders', '3', '--no-plots'])
+    status = cli.main([data / 'oxford_graf', data / 'tum_fr2_desk', '--out', out,
+                       '--weights', weights_npz, '--frames', '3', '--gaps', '1',
+                       '--fit-orders', '3', '--no-plots'])
     assert status == 0
     return json.loads((out / 'results.json').read_text())
 
@@ -170,110 +166,12 @@ def test_fit_orders(run, shared_dir, weights_npz, tmp_path):
     assert 'corner err px over 3 orders, median (min-max)' in table
     assert f" {summary['mha@3px_orders_mean']:.3f} +- {summary['mha@3px_orders_std']:.3f} |" in (
         table)
-    assert evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path / 'c',
-                          '--fit-orders', '-1']) == 2
-
-
-def test_summaries_over_orders():
-    inf = float('inf')
-    # 2 pairs x 4 orders: per-order MHA@3px 1.0, 0.5, 0.5, 0.0
-    records = [{'corner_error_px': 1.0, 'corner_error_px_orders': [0.5, 2.0, 4.0, 6.0],
-                'matches': 10, 'inliers': 5},
-               {'corner_error_px': 2.0, 'corner_error_px_orders': [3.0, inf, 1.5, inf],
-                'matches': 10, 'inliers': 5}]
-    summary = evaluate.summarize_homography(records)
-    assert summary['fit_orders'] == 4
-    assert summary['mha@3px_orders_mean'] == pytest.approx(0.5)
-    assert summary['mha@3px_orders_std'] == pytest.approx(np.std([1.0, 0.5, 0.5, 0.0]))
-    assert summary['mha@1px_orders_mean'] == pytest.approx(0.125)
-    assert summary['mha@5px_orders_mean'] == pytest.approx(np.mean([1.0, 0.5, 1.0, 0.0]))
-    assert summary['mha@3px'] == 1.0  # the canonical fits
-    pose = [{'pose_error_deg': 1.0, 'rotation_error_deg': 1.0, 'translation_error_deg': 1.0,
-             'pose_error_deg_orders': [0.0, 10.0], 'matches': 10, 'inliers': 5}]
-    summary = evaluate.summarize_pose(pose)
-    assert summary['fit_orders'] == 2
-    assert summary['auc@20deg_orders_mean'] == pytest.approx((1.0 + 0.75) / 2)
-    assert summary['auc@20deg_orders_std'] == pytest.approx(0.125)
-    assert summary['auc@5deg_orders_mean'] == pytest.approx(0.5)
-    assert 'fit_orders' not in evaluate.summarize_pose([])
-    orders = evaluate.fit_orders(50, 3)
-    assert len(orders) == 3 and all(sorted(o) == list(range(50)) for o in orders)
-    np.testing.assert_array_equal(orders[2], np.random.default_rng(2).permutation(50))
-    assert evaluate.map_orders(lambda order: int(order[0]), 50, 3) == [int(o[0]) for o in orders]
-
-
-def link_files(pairs):
-    for link, target in pairs:
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(target, link)
-
-
-def test_hpatches_layout_equals_oxford(shared_dir, tmp_path):
-    graf = shared_dir / 'data' / 'oxford_graf'
-    link_files([(tmp_path / f'{k}.ppm', graf / f'img{k}.ppm') for k in range(1, 4)]
-               + [(tmp_path / f'H_1_{k}', graf / f'H1to{k}p') for k in (2, 3)])
-    layout, pairs = evaluate.homography_pairs(tmp_path)
-    assert layout == 'hpatches' and [p.name for p in pairs] == ['1-2', '1-3']
-    _, oxford = evaluate.homography_pairs(graf)
-    assert [p.name for p in oxford] == ['1-2', '1-3', '1-4', '1-5', '1-6']
-    np.testing.assert_array_equal(pairs[1].homography, oxford[1].homography)
-
-
-def test_kitti_layout(data_dir, tmp_path):
-    tum = evaluate.tum_frames(data_dir / 'data' / 'tum_fr2_desk')[:4]
-    link_files([(tmp_path / 'image_0' / f'{k:06d}.png', f.path) for k, f in enumerate(tum)])
-    (tmp_path / 'poses.txt').write_text(''.join(
-        ' '.join(f'{v:.9f}' for v in np.c_[f.rotation, f.position].ravel()) + '\n'
-        for f in tum))
-    (tmp_path / 'calib.txt').write_text('P0: 520.9 0 325.1 0 0 521.0 249.7 0 0 0 1 0\n'
-                                        'P1: 520.9 0 325.1 -100 0 521.0 249.7 0 0 0 1 0\n')
-    dataset = evaluate.load_dataset(tmp_path)
-    assert (dataset.layout, dataset.kind, len(dataset.frames)) == ('kitti', 'pose', 4)
-    assert dataset.camera.dist is None and dataset.camera.matrix[1, 1] == 521.0
-    for frame, original in zip(dataset.frames, tum):
-        np.testing.assert_allclose(frame.rotation, original.rotation, atol=1e-8)
-        np.testing.assert_allclose(frame.position, original.position, atol=1e-8)
-    (tmp_path / 'poses.txt').write_text('1 0 0 0 0 1 0 0 0 0 1 0\n')
-    with pytest.raises(evaluate.DatasetError, match='is frame 1, but .* frames 0-0 only'):
-        evaluate.load_dataset(tmp_path)
-
-
-def test_missing_ground_truth_is_a_typed_error(shared_dir, tmp_path):
-    tum = shared_dir / 'data' / 'tum_fr2_desk'
-    first = sorted((tum / 'rgb').iterdir())[0]
-    link_files([(tmp_path / 'tum' / 'rgb' / first.name, first)])
-    with pytest.raises(evaluate.DatasetError, match='groundtruth.txt'):
-        evaluate.load_dataset(tmp_path / 'tum')
-    graf = shared_dir / 'data' / 'oxford_graf'
-    link_files([(tmp_path / 'graf' / f'img{k}.ppm', graf / f'img{k}.ppm') for k in (1, 2)])
-    with pytest.raises(evaluate.DatasetError, match='H1to2p'):
-        evaluate.load_dataset(tmp_path / 'graf')
-    with pytest.raises(evaluate.DatasetError, match='not a recognised layout'):
-        evaluate.load_dataset(tmp_path / 'tum' / 'rgb')
-    assert issubclass(evaluate.DatasetError, XFeatError)
-    assert evaluate.main([tmp_path / 'graf', '--out', tmp_path / 'out']) == 2
-
-
-def test_intrinsics_yaml(shared_dir, tmp_path):
-    euroc = evaluate.load_camera_yaml(shared_dir / 'data' / 'euroc_v101_stereo' /
-                                      'cam0_sensor.yaml')
-    assert euroc.matrix[0, 0] == pytest.approx(458.654) and euroc.dist.shape == (4,)
-    plain = tmp_path / 'camera.yaml'
-    plain.write_text('fx: 500\nfy: 501\ncx: 320\ncy: 240\ndist: [0, 0, 0, 0]\n')
-    camera = evaluate.load_camera_yaml(plain)
-    assert camera.matrix[1, 2] == 240 and camera.dist is None
-    plain.write_text('focal: 500\n')
-    with pytest.raises(evaluate.DatasetError):
-        evaluate.load_camera_yaml(plain)
-
-
-def test_pose_pairs():
-    assert evaluate.pose_pairs(4, (1, 2)) == [(0, 1), (1, 2), (2, 3), (0, 2), (1, 3)]
-    assert evaluate.pose_pairs(4, (1, 4), max_pairs=2) == [(0, 1), (1, 2)]
+    assert cli.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path / 'c',
+                     '--fit-orders', '-1']) == 2
 
 
 def test_command_line_help():
-    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.evaluate', '--help'],
+    result = subprocess.run([sys.executable, '-m', 'xfeat_ros.tools.evaluation', '--help'],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0 and '--upstream' in result.stdout
 
@@ -283,9 +181,9 @@ def test_command_line_help():
 def test_upstream_side_by_side(shared_dir, weights_npz, tmp_path):
     pytest.importorskip('torch')
     pytest.importorskip('tqdm')
-    status = evaluate.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
-                            '--weights', weights_npz, '--max-pairs', '1', '--no-plots',
-                            '--upstream', Path(os.environ['XFEAT_ROS_UPSTREAM'])])
+    status = cli.main([shared_dir / 'data' / 'oxford_graf', '--out', tmp_path,
+                       '--weights', weights_npz, '--max-pairs', '1', '--no-plots',
+                       '--upstream', Path(os.environ['XFEAT_ROS_UPSTREAM'])])
     assert status == 0
     results = json.loads((tmp_path / 'results.json').read_text())
     ours, upstream = (results['datasets'][0]['pairs'][m] for m in results['methods'])

@@ -19,7 +19,6 @@ import argparse
 import json
 import logging
 from pathlib import Path
-import subprocess
 import sys
 import time
 
@@ -30,6 +29,7 @@ from xfeat_ros.cli import one_line_errors, stop_on_sigterm
 from xfeat_ros.defaults import TOP_K
 from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
+from xfeat_ros.tools.plumbing import start_node, stop_process
 
 LOG = logging.getLogger('xfeat_demo')
 FRAME_HW = (480, 640)
@@ -150,14 +150,12 @@ def run_node_and_play(frames, stamps, args, log_path):
     from xfeat_ros.messages import image_msg, message_types
     from xfeat_ros.play import stamp_msg
     keypoints_type, matches_type = message_types()
-    command = [sys.executable, '-m', 'xfeat_ros.node', '--ros-args',
-               '-p', 'input_qos_reliability:=reliable', '-p', 'queue_size:=1000',
-               '-p', f'top_k:={args.top_k}', '-p', f'backend:={args.backend}']
+    params = {'input_qos_reliability': 'reliable', 'queue_size': 1000, 'top_k': args.top_k,
+              'backend': args.backend}
     if args.weights:
-        command += ['-p', f'weights:={args.weights}']
+        params['weights'] = args.weights
     qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-    with open(log_path, 'w') as log:
-        node_process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    node_process = start_node(params, log_path)
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)  # Ctrl-C: KeyboardInterrupt
     node = rclpy.create_node('xfeat_demo')
     keypoints, matches = [], []
@@ -191,11 +189,7 @@ def run_node_and_play(frames, stamps, args, log_path):
     finally:
         node.destroy_node()
         rclpy.shutdown()
-        node_process.send_signal(2)
-        try:
-            node_process.wait(30)
-        except subprocess.TimeoutExpired:
-            node_process.kill()
+        stop_process(node_process, timeout=30.0)
     return keypoints, matches, elapsed
 
 

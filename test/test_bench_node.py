@@ -1,0 +1,84 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""xfeat_bench node mode: its parsers, the node's counts, Keypoints headers, a run end to end."""
+
+import json
+
+import pytest
+from test_bench_pipeline import run_bench
+
+from xfeat_ros.tools import plumbing
+from xfeat_ros.tools.bench import node
+
+
+def test_parsers():
+    assert node.parse_node_configs('1x30,8x120,8xmax') == [(1, 30.0), (8, 120.0), (8, 0.0)]
+    assert [node.config_label(c, r) for c, r in ((8, 120.0), (8, 0.0), (1, 7.5))] == \
+        ['8x120', '8xmax', '1x7.5']
+    assert node.split_cameras(['a', 'b', 'c'], 2) == [['a', 'c'], ['b']]
+
+
+def test_final_counts_and_node_counts():
+    log = ('[INFO] [1.0] [xfeat]: engine: pytorch on cuda:0\n'
+           "[INFO] [2.0] [xfeat]: final counts: {'cam0': {'received': 14, 'accepted': 14, "
+           "'published': 12, 'dropped_queue_full': 2}}\n")
+    final = plumbing.parse_final_counts(log)
+    assert final == {'cam0': {'received': 14, 'accepted': 14, 'published': 12,
+                              'dropped_queue_full': 2}}
+    assert node.node_counts(final, 4, 4) == (10, 8)
+    older = {'cam0': {'accepted': 10, 'dropped_queue_full': 2, 'rejected': 1, 'published': 9}}
+    assert node.node_counts(older, 0, 0) == (13, 9)
+    assert plumbing.parse_final_counts('no such line') is None
+
+
+def test_header_from_cdr():
+    # CDR little endian: encapsulation, sec, nanosec, frame_id length (with NUL), chars
+    raw = (b'\x00\x01\x00\x00' + (1234).to_bytes(4, 'little') + (5678).to_bytes(4, 'little')
+           + (4).to_bytes(4, 'little') + b'w17\x00' + b'\x00' * 8)
+    assert node.header_from_cdr(raw) == (1234 * 10 ** 9 + 5678, 'w17')
+    big = (b'\x00\x00\x00\x00' + (-2).to_bytes(4, 'big', signed=True)
+           + (9).to_bytes(4, 'big') + (2).to_bytes(4, 'big') + b'5\x00')
+    assert node.header_from_cdr(big) == (-2 * 10 ** 9 + 9, '5')
+
+
+@pytest.mark.ros
+def test_header_from_cdr_of_a_real_message():
+    from rclpy.serialization import serialize_message
+    from xfeat_ros.messages import message_types
+    msg = message_types()[0]()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 1795974504, 918648329
+    msg.header.frame_id = '1234'
+    assert node.header_from_cdr(serialize_message(msg)) == (1795974504918648329, '1234')
+
+
+@pytest.mark.ros
+def test_node_mode_end_to_end(shared_dir, tmp_path):
+    pytest.importorskip('matplotlib')
+    out, png = tmp_path / 'node.json', tmp_path / 'node.png'
+    text = run_bench(['node', '--configs', '1x5', '--duration', '3', '--backend', 'onnxruntime',
+                      '--resolution', '320x240', '--top-k', '512', '--num-images', '3',
+                      '--warmup-frames', '2', '--drain-idle', '8', '--json', str(out),
+                      '--queue-size', '50',  # on a loaded machine too, nothing is dropped
+                      '--png', str(png), '--log-dir', str(tmp_path / 'logs')], 150)
+    assert '1x5' in text
+    data = json.loads(out.read_text())
+    settings = data['settings']
+    assert settings['ros_automatic_discovery_range'] == 'LOCALHOST'
+    assert settings['input_qos_reliability'] == 'reliable'
+    (row,) = data['configs']
+    assert row['error'] is None and row['node_exit_code'] == 0
+    assert row['label'] == '1x5' and row['cameras'] == 1 and row['target_hz'] == 5.0
+    # 5 Hz of small images: nothing may be lost anywhere
+    assert row['published'] == 15
+    assert row['node_received'] == row['node_processed'] == row['delivered'] == 15
+    assert row['dropped'] == 0 and row['duplicates'] == 0
+    assert row['warmup'] == {'published': 2, 'delivered': 2}
+    assert 4.0 < row['publish_hz'] < 6.0 and 3.0 < row['output_hz'] < 6.0
+    lat = row['latency']
+    assert lat['n'] == 15 and 0 < lat['median_ms'] <= lat['p99_ms'] <= lat['max_ms'] < 5000
+    assert len(row['latencies_ms']) == 15 and min(row['latencies_ms']) > 0
+    assert row['node_cpu_percent'] is not None and row['node_cpu_percent'] >= 0
+    assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    png2 = tmp_path / 'again.png'
+    run_bench(['plot', str(out), '--png', str(png2)], 60)
+    assert png2.stat().st_size > 1000

@@ -1,0 +1,371 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Node mode: ``xfeat_node`` timed through real ROS 2 transport.
+
+For each configuration (cameras x Hz) :func:`run_node_config` starts the
+node (:mod:`xfeat_ros.tools.plumbing`), the camera processes
+(:class:`~xfeat_ros.tools.bench.publisher.PublisherProcess`) and a
+:class:`Collector` of the Keypoints, warms up, measures, drains, and turns
+what arrived into rates, counts, latencies, CPU load and GPU memory.
+"""
+
+import logging
+import os
+from pathlib import Path
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from xfeat_ros import dds
+from xfeat_ros.tools.bench.frames import default_weights
+from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
+from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
+from xfeat_ros.tools.bench.stats import cpu_percent, latency_summary
+from xfeat_ros.tools.plumbing import (environment, parse_final_counts, run_text,
+                                      start_node as start_node_process, stop_process)
+
+LOG = logging.getLogger('xfeat_bench')
+
+DEFAULT_NODE_CONFIGS = '1x30,4x60,8x120,8xmax'
+
+
+def parse_node_configs(text):
+    """``'1x30,8xmax'`` -> ``[(1, 30.0), (8, 0.0)]`` (cameras, Hz; 0: as fast as possible)."""
+    out = []
+    for item in text.split(','):
+        cameras, rate = item.lower().strip().split('x', 1)
+        rate = 0.0 if rate in ('max', 'afap', 'inf') else float(rate)
+        if int(cameras) < 1 or rate < 0:
+            raise ValueError(f'bad node configuration {item!r}')
+        out.append((int(cameras), rate))
+    return out
+
+
+def config_label(cameras, rate):
+    """``(8, 120.0)`` -> ``'8x120'``; rate 0 -> ``'8xmax'``."""
+    return f'{cameras}x{"max" if rate <= 0 else f"{rate:g}"}'
+
+
+def header_from_cdr(raw):
+    """
+    Return ``(stamp_ns, frame_id)`` of a serialized message starting with a std_msgs/Header.
+
+    CDR: 4 bytes encapsulation (byte 1 odd: little endian), int32 sec,
+    uint32 nanosec, uint32 length of frame_id (with its NUL), the characters.
+    """
+    order = '<' if raw[1] & 1 else '>'
+    sec, nanosec, length = np.frombuffer(raw, dtype=np.dtype(f'{order}u4'), count=3, offset=4)
+    sec = int(np.int32(np.uint32(sec)))
+    frame_id = bytes(raw[16:16 + max(int(length) - 1, 0)]).decode('utf-8', 'replace')
+    return sec * 1_000_000_000 + int(nanosec), frame_id
+
+
+class Collector:
+    """The receiving end: raw Keypoints subscriptions, stamp -> receipt latency per frame."""
+
+    def __init__(self, cameras):
+        """Create a private context, node and one raw subscription per camera."""
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from xfeat_ros.messages import message_types
+        keypoints_type = message_types()[0]
+        self.rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node('xfeat_bench_collector', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.cameras = list(cameras)
+        self.received = []  # (camera index, frame_id, stamp_ns, receipt_ns)
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        for index, name in enumerate(self.cameras):
+            self.node.create_subscription(
+                keypoints_type, f'{name}/keypoints',
+                lambda raw, i=index: self._on_keypoints(i, raw), qos, raw=True)
+
+    def _on_keypoints(self, index, raw):
+        now = time.time_ns()
+        stamp, frame_id = header_from_cdr(raw)
+        self.received.append((index, frame_id, stamp, now))
+
+    def spin(self, seconds):
+        """Spin for ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.executor.spin_once(timeout_sec=min(0.05, max(deadline - time.monotonic(), 0)))
+
+    def spin_until(self, predicate, timeout, alive=None):
+        """Spin until ``predicate()``; False on timeout or when ``alive()`` turns false."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if alive is not None and not alive():
+                return False
+            self.executor.spin_once(timeout_sec=0.05)
+        return predicate()
+
+    def node_ready(self):
+        """Tell whether the node subscribes to every image topic and publishes keypoints."""
+        ns = self.node.get_namespace().rstrip('/')
+        return all(self.node.count_subscribers(f'{ns}/{c}/image') > 0
+                   and self.node.count_publishers(f'{ns}/{c}/keypoints') > 0
+                   for c in self.cameras)
+
+    def close(self):
+        """Destroy the node and the context."""
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self.rclpy.shutdown(context=self.context)
+
+
+def start_node(args, cameras, log):
+    """Start ``xfeat_node`` for ``cameras`` with the bench's parameters."""
+    return start_node_process(
+        {'cameras': cameras, 'backend': args.backend, 'weights': args.weights,
+         'gpu': args.gpu, 'num_threads': args.threads, 'top_k': args.top_k,
+         'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
+         'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log)
+
+
+def split_cameras(cameras, processes):
+    """Deal camera names round-robin over ``processes`` publisher processes."""
+    processes = max(1, min(processes, len(cameras)))
+    return [cameras[i::processes] for i in range(processes)]
+
+
+def node_counts(final, warmup_published, warmup_delivered):
+    """Received / processed by the node in the measurement (warm-up frames subtracted)."""
+    if not final:
+        return None, None
+    received = sum(c['received'] if 'received' in c else  # older nodes: no such counter
+                   c.get('accepted', 0) + c.get('dropped_queue_full', 0) + c.get('rejected', 0)
+                   for c in final.values())
+    processed = sum(c.get('published', 0) for c in final.values())
+    return received - warmup_published, processed - warmup_delivered
+
+
+class _Run:
+    """What one node configuration gathered (filled step by step, read once at the end)."""
+
+    def __init__(self):
+        """Start empty."""
+        self.reports = []
+        self.warm_published = self.warm_delivered = 0
+        self.ticks = (None, None)
+        self.wall_s = 0.0
+        self.memory = (None, None)
+        self.baseline_mib = None
+
+
+def _measure(args, rate, collector, node, publishers, run):
+    """Warm up, publish for ``args.duration`` s, drain; raises RuntimeError on failure."""
+    if not collector.spin_until(collector.node_ready, args.start_timeout,
+                                lambda: node.poll() is None):
+        raise RuntimeError(f'node not ready (exit code {node.poll()})')
+    for pub in publishers:
+        if pub.wait_event('ready', args.start_timeout) is None:
+            raise RuntimeError('a publisher process did not start')
+    collector.spin(NODE_SETTLE_S)
+    # Warm-up (CUDA graphs, workspaces, first allocations): published, then not counted.
+    for pub in publishers:
+        pub.send(f'warmup {args.warmup_frames} {args.warmup_rate}')
+    for pub in publishers:
+        event = pub.wait_event('warmup_done', 120.0)
+        if event is None:
+            raise RuntimeError('a publisher process failed its warm-up')
+        run.warm_published += sum(event['published'])
+    # Every warm-up frame back, or none for a while: the node's queue (1 frame per
+    # camera by default) drops warm-up bursts, and a dropped frame never comes back.
+    state = {'count': -1, 'since': time.monotonic()}
+
+    def warmed_up():
+        if len(collector.received) != state['count']:
+            state['count'], state['since'] = len(collector.received), time.monotonic()
+        return (len(collector.received) >= run.warm_published
+                or time.monotonic() - state['since'] > args.drain_idle)
+    collector.spin_until(warmed_up, 60.0, lambda: node.poll() is None)
+    collector.spin(NODE_SETTLE_S)
+    run.warm_delivered = len(collector.received)
+    collector.received.clear()
+
+    before = proc_cpu_ticks(node.pid)
+    start = time.monotonic()
+    for pub in publishers:
+        pub.send(f'go {rate} {args.duration}')
+    pending = list(publishers)
+    deadline = start + args.duration + 60.0
+    while pending and time.monotonic() < deadline:
+        collector.spin(0.02)
+        for pub in list(pending):
+            event = pub.wait_event('report', 0.0)
+            if event is not None:
+                run.reports.append(event)
+                pending.remove(pub)
+            elif pub.process.poll() is not None:
+                raise RuntimeError(f'a publisher process exited ({pub.process.returncode})')
+    if pending:
+        raise RuntimeError('a publisher process did not report')
+    run.ticks = (before, proc_cpu_ticks(node.pid))
+    run.wall_s = time.monotonic() - start
+    published = sum(sum(r['published']) for r in run.reports)
+    # Drain: the node finishes its queues; stop when all arrived or nothing new for a while.
+    last_count, last_change = -1, time.monotonic()
+    deadline = time.monotonic() + args.drain_timeout
+    while time.monotonic() < deadline and len(collector.received) < published:
+        collector.spin(0.1)
+        if len(collector.received) != last_count:
+            last_count, last_change = len(collector.received), time.monotonic()
+        elif time.monotonic() - last_change > args.drain_idle:
+            break
+    run.memory = gpu_memory_of(node.pid, run.baseline_mib)
+
+
+def run_node_config(args, cameras_count, rate, log_dir):
+    """One node configuration end to end: node, collector, publishers; its result dict."""
+    label = config_label(cameras_count, rate)
+    cameras = [f'cam{i}' for i in range(cameras_count)]
+    result = {'label': label, 'cameras': cameras_count, 'rate_hz': rate,
+              'target_hz': cameras_count * rate if rate > 0 else None,
+              'duration_s': args.duration, 'error': None}
+    node_log_path = Path(log_dir) / f'node_{label}.log'
+    pub_log_path = Path(log_dir) / f'publisher_{label}.log'
+    run = _Run()
+    run.baseline_mib = gpu_memory_used_mib()
+    collector = Collector(cameras)
+    with open(node_log_path, 'w') as node_log, open(pub_log_path, 'w') as pub_log:
+        node = start_node(args, cameras, node_log)
+        publishers = [PublisherProcess(group, args, pub_log)
+                      for group in split_cameras(cameras, args.publisher_processes)]
+        try:
+            _measure(args, rate, collector, node, publishers, run)
+        except RuntimeError as exc:
+            result['error'] = f'{exc}; see {node_log_path} and {pub_log_path}'
+            LOG.error('%s: %s', label, result['error'])
+        finally:
+            for pub in publishers:
+                pub.stop()
+            code = stop_process(node)
+            rows = list(collector.received)
+            collector.close()
+    final = parse_final_counts(node_log_path.read_text(errors='replace'))
+    received, processed = node_counts(final, run.warm_published, run.warm_delivered)
+    measured = [row for row in rows if not row[1].startswith('w')]
+    latencies = [(recv - stamp) / 1e6 for _, _, stamp, recv in measured]
+    delivered = len({(row[0], row[1]) for row in measured})
+    published = sum(sum(r['published']) for r in run.reports)
+    pub_s = ((max(r['end_ns'] for r in run.reports) - min(r['start_ns'] for r in run.reports))
+             / 1e9 if run.reports else 0.0)
+    first_stamp = min((row[2] for row in measured), default=0)
+    last_recv = max((row[3] for row in measured), default=0)
+    result.update({
+        'published': published,
+        'publish_hz': published / max(args.duration, pub_s) if published else None,
+        'node_received': received, 'node_processed': processed, 'delivered': delivered,
+        'dropped': published - delivered,
+        'duplicates': len(measured) - delivered,
+        'delivered_per_camera': [sum(1 for row in measured if row[0] == i)
+                                 for i in range(cameras_count)],
+        'output_hz': (delivered / max(args.duration, (last_recv - first_stamp) / 1e9)
+                      if delivered else None),
+        'latency': latency_summary(latencies),
+        'node_cpu_percent': cpu_percent(*run.ticks, run.wall_s, os.sysconf('SC_CLK_TCK')),
+        'gpu_memory_mib': run.memory[0], 'gpu_memory_source': run.memory[1],
+        'warmup': {'published': run.warm_published, 'delivered': run.warm_delivered},
+        'node_exit_code': code, 'node_counts': final,
+        'publisher_reports': run.reports,
+        'latencies_ms': [round(v, 3) for v in latencies]})
+    return result
+
+
+def run_node(args):
+    """Node mode: every configuration, then the table, JSON and PNG."""
+    domain = ros_environment(args.domain_id, args.dds_profile)
+    configs = parse_node_configs(args.configs)
+    log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix='xfeat_bench_'))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if not args.weights:
+        args.weights = default_weights()
+    results = {'mode': 'node', 'environment': environment(),
+               'settings': {'backend': args.backend, 'top_k': args.top_k,
+                            'resolution': args.resolution, 'encoding': args.encoding,
+                            'duration_s': args.duration,
+                            'max_frames_in_flight': args.max_frames_in_flight,
+                            'queue_size': args.queue_size, 'input_qos_reliability': 'reliable',
+                            'warmup_frames_per_camera': args.warmup_frames,
+                            'publisher_processes': args.publisher_processes,
+                            'images': str(args.images), 'ros_domain_id': domain,
+                            'ros_automatic_discovery_range': 'LOCALHOST',
+                            'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
+                            'latency': 'image header stamp (set just before publish) to '
+                                       'receipt of its Keypoints in the collector process',
+                            'node_counts': "from the node's final counts log line, warm-up "
+                                           'frames subtracted', 'log_dir': str(log_dir)},
+               'configs': []}
+    sys.stdout.write(f'xfeat_bench node: {args.backend}, {args.resolution} {args.encoding}, '
+                     f'top_k {args.top_k}, {args.duration:g} s per configuration, ROS_DOMAIN_ID '
+                     f'{domain} (LOCALHOST), logs in {log_dir}\n')
+    for cameras, rate in configs:
+        row = run_node_config(args, cameras, rate, log_dir)
+        results['configs'].append(row)
+        lat = row.get('latency', {})
+        sys.stdout.write(f'  {row["label"]}: published {row.get("published")}, delivered '
+                         f'{row.get("delivered")}, p99 {lat.get("p99_ms")} ms'
+                         + (f', error: {row["error"]}' if row['error'] else '') + '\n')
+        sys.stdout.flush()
+        write_json(args.json, results)
+    sys.stdout.write('\n' + node_table(results))
+    if args.png:
+        try:
+            plot_latencies(results, args.png)
+        except ImportError as exc:
+            sys.stdout.write(f'no PNG ({exc}); later: xfeat_bench plot {args.json} '
+                             f'--png {args.png}\n')
+    return 0 if all(not r['error'] for r in results['configs']) else 1
+
+
+def proc_cpu_ticks(pid):
+    """Return user + system CPU ticks of a process (psutil, else /proc), or None."""
+    try:
+        import psutil
+        times = psutil.Process(pid).cpu_times()
+        return (times.user + times.system) * os.sysconf('SC_CLK_TCK')
+    except ImportError:
+        pass
+    except Exception:  # noqa: B902 - the process is gone
+        return None
+    try:
+        text = Path(f'/proc/{pid}/stat').read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(')') + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+
+
+def gpu_memory_used_mib():
+    """``memory.used`` of GPU 0 in MiB (nvidia-smi), or None."""
+    text = run_text(['nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits'])
+    try:
+        return float(text.splitlines()[0]) if text else None
+    except ValueError:
+        return None
+
+
+def gpu_memory_of(pid, baseline_mib):
+    """GPU memory of process ``pid``: (MiB, how it was read) or (None, why not)."""
+    text = run_text(['nvidia-smi', '--query-compute-apps=pid,used_memory',
+                     '--format=csv,noheader,nounits'])
+    if text is None:
+        return None, 'n/a (no nvidia-smi)'
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(',')]
+        if len(parts) == 2 and parts[0] == str(pid):
+            return float(parts[1]), 'nvidia-smi, node pid'
+    used = gpu_memory_used_mib()
+    if used is not None and baseline_mib is not None:
+        return used - baseline_mib, 'nvidia-smi memory.used minus before the node started'
+    return None, 'n/a (node pid not listed)'

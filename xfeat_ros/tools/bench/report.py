@@ -1,0 +1,161 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""What the benchmarks write: JSON files, text tables, ratios and the latency histogram."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from xfeat_ros.tools.bench.stats import ratio
+
+
+def write_json(path, data):
+    """Write ``data`` as indented JSON (atomically: a killed run leaves the last complete file)."""
+    if not path:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + '.tmp')
+    tmp.write_text(json.dumps(data, indent=1) + '\n')
+    tmp.replace(path)
+
+
+def pipeline_table(results):
+    """Text table of pipeline results: ours at each N next to reference / upstream and ratios."""
+    by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in results['results']}
+    has_upstream = any(r['contender'] == 'upstream' for r in results['results'])
+    on_gpu = any('device' in r for r in results['results'])
+    dev_head = f' {"(device)":>8}' if on_gpu else ''
+    head = (f'{"resolution":>10} {"N":>3} | {"xfeat_ros ms/frame [p10-p90]":>30} '
+            f'{"(device)":>9} | {"reference":>9} {"ref/ours":>8}{dev_head}')
+    if has_upstream:
+        head += f' | {"upstream":>9} {"up/ours":>8}{dev_head}'
+    lines = [head, '-' * len(head)]
+    for r in results['results']:
+        if r['contender'] != 'xfeat_ros':
+            continue
+        res, n = r['resolution'], r['in_flight']
+        wall = r['wall']
+        device = r.get('device', {}).get('median_ms')
+        cells = [f'{res:>10} {n:>3} | {wall["median_ms"]:9.3f} '
+                 f'[{wall["p10_ms"]:8.3f}-{wall["p90_ms"]:8.3f}] '
+                 f'{"" if device is None else f"({device:.3f})":>9}']
+        for name in ('reference', 'upstream') if has_upstream else ('reference',):
+            other = by_key.get((res, name, n))
+            if other is None:
+                cells.append(f'{"-":>9} {"-":>8}' + (f' {"":>8}' if on_gpu else ''))
+            else:
+                dev = ratio(other.get('device', {}).get('median_ms'), device)
+                cells.append(f'{other["wall"]["median_ms"]:9.3f} '
+                             f'{ratio(other["wall"]["median_ms"], wall["median_ms"]):7.2f}x'
+                             + ('' if dev is None else f' {f"({dev:.2f}x)":>8}'))
+        lines.append(' | '.join(cells))
+    return '\n'.join(lines) + '\n'
+
+
+def pipeline_ratios(rows):
+    """Per resolution and N: reference / ours and upstream / ours, wall and device medians."""
+    by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in rows}
+    out = []
+    for (res, name, n), ours in by_key.items():
+        if name != 'xfeat_ros':
+            continue
+        entry = {'resolution': res, 'in_flight': n, 'xfeat_ros_ms': ours['wall']['median_ms'],
+                 'xfeat_ros_device_ms': ours.get('device', {}).get('median_ms'),
+                 'xfeat_ros_device_work_ms': ours.get('device_work', {}).get('median_ms')}
+        for other in ('reference', 'upstream'):
+            row = by_key.get((res, other, n))
+            if row is not None:
+                entry[f'{other}_ms'] = row['wall']['median_ms']
+                entry[f'{other}_over_ours'] = ratio(row['wall']['median_ms'],
+                                                    ours['wall']['median_ms'])
+                device = row.get('device', {}).get('median_ms')
+                if device is not None:
+                    entry[f'{other}_device_ms'] = device
+                    entry[f'{other}_over_ours_device'] = ratio(device,
+                                                               entry['xfeat_ros_device_ms'])
+        out.append(entry)
+    return out
+
+
+def best_against_best(rows):
+    """Per resolution: each contender's lowest median wall ms/frame over N, and ratios to ours."""
+    best = {}
+    for row in rows:
+        key = (row['resolution'], row['contender'])
+        if key not in best or row['wall']['median_ms'] < best[key]['wall']['median_ms']:
+            best[key] = row
+    out = []
+    for res in dict.fromkeys(row['resolution'] for row in rows):
+        ours = best.get((res, 'xfeat_ros'))
+        if ours is None:
+            continue
+        entry = {'resolution': res, 'xfeat_ros_ms': ours['wall']['median_ms'],
+                 'xfeat_ros_n': ours['in_flight']}
+        for other in ('reference', 'upstream'):
+            row = best.get((res, other))
+            if row is not None:
+                entry[f'{other}_ms'] = row['wall']['median_ms']
+                entry[f'{other}_n'] = row['in_flight']
+                entry[f'{other}_over_ours'] = ratio(row['wall']['median_ms'],
+                                                    ours['wall']['median_ms'])
+        out.append(entry)
+    return out
+
+
+def node_table(results):
+    """Text table of node results."""
+    head = (f'{"config":>8} {"target Hz":>9} {"pub Hz":>8} {"out Hz":>8} | {"published":>9} '
+            f'{"received":>8} {"processed":>9} {"delivered":>9} {"dropped":>7} | '
+            f'{"lat p50":>8} {"p99":>8} {"max ms":>8} | {"CPU %":>6} {"GPU MiB":>8}')
+    lines = [head, '-' * len(head)]
+
+    def num(value, fmt):
+        return '-' if value is None else format(value, fmt)
+    for r in results['configs']:
+        lat = r.get('latency', {})
+        lines.append(
+            f'{r["label"]:>8} {num(r.get("target_hz"), ".0f"):>9} '
+            f'{num(r.get("publish_hz"), ".1f"):>8} {num(r.get("output_hz"), ".1f"):>8} | '
+            f'{num(r.get("published"), "d"):>9} {num(r.get("node_received"), "d"):>8} '
+            f'{num(r.get("node_processed"), "d"):>9} {num(r.get("delivered"), "d"):>9} '
+            f'{num(r.get("dropped"), "d"):>7} | {num(lat.get("median_ms"), ".2f"):>8} '
+            f'{num(lat.get("p99_ms"), ".2f"):>8} {num(lat.get("max_ms"), ".2f"):>8} | '
+            f'{num(r.get("node_cpu_percent"), ".0f"):>6} '
+            f'{num(r.get("gpu_memory_mib"), ".0f"):>8}'
+            + (f'  ERROR: {r["error"]}' if r.get('error') else ''))
+    return '\n'.join(lines) + '\n'
+
+
+def plot_latencies(results, png):
+    """Latency histogram (one step curve per configuration, log-spaced bins) as a PNG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    values = [v for r in results['configs'] for v in r.get('latencies_ms', []) if v > 0]
+    if values:
+        bins = np.geomspace(max(min(values), 1e-2), max(values) * 1.01, 60)
+        for r in results['configs']:
+            lat = np.asarray([v for v in r.get('latencies_ms', []) if v > 0])
+            if lat.size == 0:
+                continue
+            summary = r['latency']
+            ax.hist(lat, bins=bins, histtype='step', linewidth=1.5,
+                    weights=np.full(lat.size, 1.0 / lat.size),
+                    label=f'{r["label"]}: p50 {summary["median_ms"]:.1f}, '
+                          f'p99 {summary["p99_ms"]:.1f} ms ({lat.size} frames)')
+        ax.set_xscale('log')
+        ax.legend(fontsize=8)
+    settings = results.get('settings', {})
+    env = results.get('environment', {})
+    ax.set_xlabel('latency, image stamp -> Keypoints received (ms)')
+    ax.set_ylabel('share of frames')
+    ax.set_title(f'xfeat_node {settings.get("backend", "")} on '
+                 f'{env.get("gpu", env.get("cpu", "")) or ""}'.strip()[:90], fontsize=9)
+    ax.grid(True, which='both', alpha=0.3)
+    fig.tight_layout()
+    Path(png).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png)
+    plt.close(fig)
