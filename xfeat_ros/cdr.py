@@ -38,7 +38,7 @@ import struct
 
 import numpy as np
 
-from xfeat_ros.encoding import encode_descriptors
+from xfeat_ros.descriptor_format import encode_descriptors
 from xfeat_ros.errors import ImageLayoutError
 
 ENCAPSULATION_LE = b'\x00\x01\x00\x00'

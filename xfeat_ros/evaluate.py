@@ -485,7 +485,7 @@ class EncodedMethod:
 
     def __init__(self, method_engine, encoding, min_cossim):
         """Wrap ``method_engine`` (an :class:`EngineMethod`) for ``encoding``."""
-        from xfeat_ros.encoding import check_encoding
+        from xfeat_ros.descriptor_format import check_encoding
         check_encoding(encoding)
         self.inner = method_engine
         self.encoding = encoding
@@ -498,7 +498,7 @@ class EncodedMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe through the engine; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.encoding import decode_descriptors, encode_descriptors
+        from xfeat_ros.descriptor_format import decode_descriptors, encode_descriptors
         keypoints = self.inner.extract(slot, pixels, encoding)
         features = self.inner.engine.features(self.inner.slots[slot])
         wire = encode_descriptors(features.descriptors, self.encoding)
@@ -540,7 +540,7 @@ def descriptor_encodings(values):
     ``values`` None (the option not given) returns None. Raises
     :class:`xfeat_ros.errors.ParameterError` for an unknown name.
     """
-    from xfeat_ros.encoding import check_encoding
+    from xfeat_ros.descriptor_format import check_encoding
     if values is None:
         return None
     names = []

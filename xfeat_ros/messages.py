@@ -6,7 +6,7 @@ import array
 
 import numpy as np
 
-from xfeat_ros.encoding import decode_descriptors, encode_descriptors
+from xfeat_ros.descriptor_format import decode_descriptors, encode_descriptors
 from xfeat_ros.errors import MessagesMissingError
 from xfeat_ros.pipeline import Features
 
@@ -59,7 +59,7 @@ def keypoints_msg(header, features, tracks=None, encoding='float32'):
     :func:`xfeat_ros.tracks.next_tracks`, or None (empty track fields).
     ``encoding`` is how the descriptors travel: ``'float32'`` (the float32
     ``descriptors`` field), ``'float16'`` or ``'int8'`` (bytes in
-    ``descriptor_data``, see :mod:`xfeat_ros.encoding`), or ``'none'``.
+    ``descriptor_data``, see :mod:`xfeat_ros.descriptor_format`), or ``'none'``.
     """
     keypoints_type, _ = message_types()
     msg = keypoints_type()
@@ -109,7 +109,7 @@ def features_from_msg(msg):
     :class:`Features` of a received ``Keypoints`` message, descriptors decoded to float32.
 
     Descriptors are float32 [N, descriptor_size] for every encoding (float16
-    and int8 decoded as :func:`xfeat_ros.encoding.decode_descriptors` does),
+    and int8 decoded as :func:`xfeat_ros.descriptor_format.decode_descriptors` does),
     and float32 [N, 0] when the message carries none (encoding ``'none'``).
     """
     dim = int(msg.descriptor_size)
