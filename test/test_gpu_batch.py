@@ -23,10 +23,10 @@ import zlib
 from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
 import numpy as np
 import pytest
-from test_gpu_engine import flight_messages, golden_msg, image_msg, single
+from test_gpu_engine import flight_messages, golden_msg, single
 from test_gpu_kernels import DESC_ATOL, poison, random_image, random_maps, RESIZE_ATOL
-from xfeat_ros.decode import decode_image, ENCODINGS
 from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.image_codec import decode_image, ENCODINGS, raw_image
 from xfeat_ros.image_files import read_image
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.postprocess import (heatmap_from_logits, keypoint_scores, l2_normalize,
@@ -251,7 +251,7 @@ def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
     """
     from xfeat_ros.gpu import results as host_results
     real = golden_msg(shared_dir, 'rgb_1311868169.163498')
-    flat = image_msg(np.full((480, 640, 3), 90, np.uint8), 'rgb8')
+    flat = raw_image(np.full((480, 640, 3), 90, np.uint8), 'rgb8')
     slots = [engine.alloc_slot() for _ in range(3)]
     engine.submit_group([real, flat, real], slots, chain=True)
     grouped = engine.results(slots)  # right after the group: usually the eager path
@@ -396,7 +396,7 @@ def test_bind_by_shape_with_a_batch():
 
 def test_unused_imports_are_real():
     """The shared helpers imported from the other GPU test modules exist (CI guard)."""
-    assert callable(image_msg) and callable(read_image)
+    assert callable(raw_image) and callable(read_image)
 
 
 @pytest.mark.parametrize('workers', [1, 3])

@@ -20,12 +20,12 @@ from types import SimpleNamespace
 from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, load_golden, match_agreement, parity
 import numpy as np
 import pytest
-from xfeat_ros.decode import ENCODINGS
 from xfeat_ros.errors import (BackendError, ImageLayoutError, ImageTooSmallError,
                               UnsupportedEncodingError)
 from xfeat_ros.gpu import unavailable_reason
 from xfeat_ros.gpu.backbone import bind_by_shape, expected_output_shapes
 from xfeat_ros.gpu.engine import message_bytes
+from xfeat_ros.image_codec import ENCODINGS, raw_image
 from xfeat_ros.image_files import read_grey, read_image
 from xfeat_ros.match import mutual_nn_match
 
@@ -40,21 +40,10 @@ MATCH_AGREE_MIN = 0.98
 REPORT = {}
 
 
-def image_msg(pixels, encoding, bigendian=False, pad=0):
-    """Build a sensor_msgs/Image-like object from pixels [H, W, C] (uint8 or uint16)."""
-    height, width = pixels.shape[:2]
-    stored = pixels.astype('>u2' if bigendian else '<u2') if pixels.dtype == np.uint16 else pixels
-    rows = np.ascontiguousarray(stored).reshape(height, -1).view(np.uint8)
-    if pad:
-        rows = np.concatenate([rows, np.full((height, pad), 0xAB, np.uint8)], axis=1)
-    return SimpleNamespace(data=rows.tobytes(), encoding=encoding, height=height, width=width,
-                           step=rows.shape[1], is_bigendian=int(bigendian))
-
-
 def golden_msg(shared_dir, stem):
     """Message of one golden image, as read from disk (rgb8 or mono8)."""
     pixels, encoding = read_image(shared_dir / 'data' / GOLDEN_IMAGES[stem])
-    return image_msg(pixels, encoding)
+    return raw_image(pixels, encoding)
 
 
 def single(engine, msg):
@@ -158,12 +147,13 @@ def flight_messages(shared_dir):
     graf, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
     grey16 = (tum[2].mean(axis=2) * 257).astype(np.uint16)[:, :, None]
     alpha = np.full(tum[3].shape[:2] + (1,), 255, np.uint8)
-    return [image_msg(tum[0], 'rgb8'), image_msg(tum[1][:, :, ::-1], 'bgr8', pad=4),
-            image_msg(grey16, 'mono16', bigendian=True),
-            image_msg(np.concatenate([tum[3], alpha], axis=2), 'rgba8'),
-            image_msg(euroc, 'mono8'), image_msg(graf, 'rgb8'),
-            image_msg(np.ascontiguousarray(graf[:481, :643]), 'rgb8'),
-            image_msg(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
+    return [raw_image(tum[0], 'rgb8'),
+            raw_image(tum[1][:, :, ::-1], 'bgr8', pad=4, pad_byte=0xAB),
+            raw_image(grey16, 'mono16', bigendian=True),
+            raw_image(np.concatenate([tum[3], alpha], axis=2), 'rgba8'),
+            raw_image(euroc, 'mono8'), raw_image(graf, 'rgb8'),
+            raw_image(np.ascontiguousarray(graf[:481, :643]), 'rgb8'),
+            raw_image(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
 
 
 def assert_same_features(a, b):
@@ -285,7 +275,7 @@ def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
     height, width = size
     pixels = np.ascontiguousarray(cv2.resize(pixels, (width, height),
                                              interpolation=cv2.INTER_AREA))
-    got = single(engine, image_msg(pixels, 'rgb8'))
+    got = single(engine, raw_image(pixels, 'rgb8'))
     want = cpu_pipeline.extract((pixels.astype(np.float32) / np.float32(255)).mean(
         axis=2, dtype=np.float32))
     assert got.image_hw == want.image_hw == size
@@ -331,7 +321,7 @@ def test_zero_keypoints_and_empty_matches(engine, shared_dir):
 @needs_gpu
 def test_typed_errors_enqueue_nothing(engine):
     slot = engine.alloc_slot()
-    good = image_msg(np.zeros((64, 64, 3), np.uint8), 'rgb8')
+    good = raw_image(np.zeros((64, 64, 3), np.uint8), 'rgb8')
     with pytest.raises(UnsupportedEncodingError):
         engine.submit(SimpleNamespace(**{**vars(good), 'encoding': '32FC1'}), slot)
     with pytest.raises(ImageLayoutError):
@@ -339,7 +329,7 @@ def test_typed_errors_enqueue_nothing(engine):
     with pytest.raises(ImageLayoutError):
         engine.submit(SimpleNamespace(**{**vars(good), 'data': good.data[:-1]}), slot)
     with pytest.raises(ImageTooSmallError):
-        engine.submit(image_msg(np.zeros((31, 64, 1), np.uint8), 'mono8'), slot)
+        engine.submit(raw_image(np.zeros((31, 64, 1), np.uint8), 'mono8'), slot)
     assert not slot.submitted and engine.features(slot) is None
 
 

@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Every CUDA kernel against the NumPy oracle (xfeat_ros.decode/preprocess/postprocess/match).
+Every CUDA kernel against the NumPy oracle (xfeat_ros.image_codec/preprocess/postprocess/match).
 
 GPU tests carry ``@pytest.mark.gpu`` and are skipped, with the reason, where
 CuPy or a CUDA device is missing; output buffers are poisoned (NaN or a
@@ -21,9 +21,9 @@ import zlib
 import numpy as np
 import pytest
 
-from xfeat_ros.decode import decode_image, encoding_info, ENCODINGS
 from xfeat_ros.errors import DescriptorLayoutError
 from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.image_codec import decode_image, encoding_info, ENCODINGS
 from xfeat_ros.image_files import read_image
 from xfeat_ros.postprocess import (detect, heatmap_from_logits, keypoint_scores, l2_normalize,
                                    nms_keypoints, sample_descriptors, top_k_keypoints)

@@ -394,7 +394,7 @@ class EngineMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe an image into ``slot``; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.messages import image_msg
+        from xfeat_ros.image_codec import image_msg
         self.engine.submit(image_msg(pixels, encoding), self.slots[slot])
         self.engine.synchronize()
         self.keypoints[slot] = self.engine.features(self.slots[slot]).keypoints

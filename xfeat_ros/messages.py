@@ -126,22 +126,6 @@ def features_from_msg(msg):
     return Features(keypoints, scores, descriptors, (msg.image_height, msg.image_width))
 
 
-def image_msg(pixels, encoding, stamp=None, frame_id=''):
-    """``sensor_msgs/Image`` from an [H, W, C] uint8/uint16 array (little-endian)."""
-    from sensor_msgs.msg import Image
-    msg = Image()
-    if stamp is not None:
-        msg.header.stamp = stamp
-    msg.header.frame_id = frame_id
-    msg.height, msg.width = int(pixels.shape[0]), int(pixels.shape[1])
-    msg.encoding = encoding
-    msg.is_bigendian = 0
-    msg.step = int(pixels.shape[1] * pixels.shape[2] * pixels.dtype.itemsize)
-    little = np.ascontiguousarray(pixels).astype(pixels.dtype.newbyteorder('<'), copy=False)
-    msg.data = _typed(little.view(np.uint8), np.uint8, 'B')
-    return msg
-
-
 # x, y, z (z = 0), score, track_id, track_age: one 32-byte little-endian point.
 CLOUD_DTYPE = np.dtype({'names': ['x', 'y', 'z', 'score', 'track_id', 'track_age'],
                         'formats': ['<f4', '<f4', '<f4', '<f4', '<f8', '<u4'],

@@ -109,7 +109,7 @@ def decode_frames(raw, raw_stride, info, height, width, step, big_endian, out, s
     Decode ``frames`` images of one layout and resize them to model size, one launch.
 
     ``raw`` uint8 device bytes, frame f at ``f * raw_stride`` (each at least
-    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.decode.EncodingInfo`
+    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.image_codec.EncodingInfo`
     of the encoding, ``out`` float32 [frames, mh, mw] (or [frames, 1, mh, mw])
     device array receiving grey in [0, 1].
     """
