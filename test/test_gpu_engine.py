@@ -22,16 +22,12 @@ import numpy as np
 import pytest
 from xfeat_ros.errors import (BackendError, ImageLayoutError, ImageTooSmallError,
                               UnsupportedEncodingError)
-from xfeat_ros.gpu import unavailable_reason
 from xfeat_ros.gpu.backbone import bind_by_shape, expected_output_shapes
 from xfeat_ros.gpu.engine import message_bytes
 from xfeat_ros.image_codec import ENCODINGS, raw_image
 from xfeat_ros.image_files import read_grey, read_image
 from xfeat_ros.match import mutual_nn_match
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
 
 FOUND_MIN = 0.99
 COSINE_MIN = 0.999
@@ -57,8 +53,6 @@ def single(engine, msg):
 @pytest.fixture(scope='module')
 def engine(weights_npz):
     """Build one PyTorch-backed GPU engine; module scope, so graphs are captured once."""
-    if REASON is not None:
-        pytest.skip(f'needs CuPy and a CUDA device: {REASON}')
     from xfeat_ros.gpu.engine import create_gpu_engine
     return create_gpu_engine('pytorch', str(weights_npz), 0, 4096, 0.05, 0.82)
 
@@ -88,7 +82,6 @@ def write_report():
 # -- golden parity --------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('stem', list(GOLDEN_IMAGES))
 def test_gpu_detection_parity(stem, gpu_features, golden):
     f = gpu_features[stem]
@@ -107,7 +100,6 @@ def test_gpu_detection_parity(stem, gpu_features, golden):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('pair', GOLDEN_PAIRS, ids=lambda p: f'{p[0]}__{p[1]}')
 @pytest.mark.parametrize('min_cossim,suffix', [(0.82, '082'), (-1.0, 'none')])
 def test_gpu_match_parity(pair, min_cossim, suffix, engine, shared_dir, golden):
@@ -164,7 +156,6 @@ def assert_same_features(a, b):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('pair', ['graf', 'sizes', 'empty'])
 def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
     """Stereo matching of host features on the device equals the NumPy reference."""
@@ -186,7 +177,6 @@ def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
     """With ``max_batch=1`` (one backbone call per frame) frames in flight are bitwise alone."""
     from xfeat_ros.gpu.engine import GpuEngine
@@ -213,7 +203,6 @@ def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_graph_replay_equals_direct_launches(engine, shared_dir):
     from xfeat_ros.gpu.engine import GpuEngine
     direct = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82, graphs=False)
@@ -240,7 +229,6 @@ def test_graph_replay_equals_direct_launches(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_slots_reused_without_reallocation(engine, shared_dir):
     import cupy
     msgs = flight_messages(shared_dir)[:4]
@@ -266,7 +254,6 @@ def test_slots_reused_without_reallocation(engine, shared_dir):
 # -- sizes, empty frames, typed errors, settings --------------------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (33, 47), (1536, 2048)],
                          ids=lambda s: f'{s[1]}x{s[0]}')
 def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
@@ -293,7 +280,6 @@ def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_zero_keypoints_and_empty_matches(engine, shared_dir):
     textured = golden_msg(shared_dir, 'rgb_1311868169.163498')
     slots = [engine.alloc_slot() for _ in range(3)]
@@ -318,7 +304,6 @@ def test_zero_keypoints_and_empty_matches(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_typed_errors_enqueue_nothing(engine):
     slot = engine.alloc_slot()
     good = raw_image(np.zeros((64, 64, 3), np.uint8), 'rgb8')
@@ -334,7 +319,6 @@ def test_typed_errors_enqueue_nothing(engine):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_top_k_change_reallocates_slot_and_keeps_prefix(engine, shared_dir):
     msg = golden_msg(shared_dir, 'oxford_graf_img1')
     full = single(engine, msg)
@@ -356,7 +340,6 @@ def test_top_k_change_reallocates_slot_and_keeps_prefix(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_backend_selection_on_this_machine(weights_npz):
     from xfeat_ros.gpu.engine import create_gpu_engine
     engine = create_gpu_engine('auto', str(weights_npz), 0, 512, 0.05, 0.82)
@@ -375,7 +358,6 @@ def test_backend_selection_on_this_machine(weights_npz):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_fresh_grey_read_matches_cpu(engine, cpu_pipeline, shared_dir):
     """The GPU decode of a golden image sees the same grey image as the CPU reader."""
     stem = 'rgb_1311868169.263274'
