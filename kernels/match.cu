@@ -229,6 +229,28 @@ __device__ __forceinline__ void mma_tf32(float* c, const unsigned int* a, unsign
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// This thread's place in the MMA fragments of a 64 x 64 tile (TC_THREADS = 8 warps): its
+// warp owns rows wr = 16 (warp / 2) .. +16 and columns wc = 32 (warp % 2) .. +32; within the
+// m16n8k8 fragments it is group g = lane / 4 (a row of A, a column of B) and t = lane % 4.
+struct Fragment {
+    int g;
+    int t;
+    int wr;
+    int wc;
+};
+
+__device__ __forceinline__ Fragment thread_fragment(int tid)
+{
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    Fragment f;
+    f.g = lane >> 2;
+    f.t = lane & 3;
+    f.wr = (warp >> 1) * 16;
+    f.wc = (warp & 1) * 32;
+    return f;
+}
+
 // S~ of this thread's 32 tile entries: acc[nt][q] is row 16 (warp / 2) + g + 8 (q / 2),
 // column 32 (warp % 2) + 8 nt + 2 t + q % 2 of the 64 x 64 tile (g = lane / 4, t = lane % 4).
 __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int n0,
@@ -238,12 +260,8 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
                                               unsigned int (*Bs)[TC_STRIDE], float acc[4][4])
 {
     const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -327,12 +345,8 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     float acc[4][4];
     tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
     // rows g and g + 8 of the warp tile: max over this thread's 8 columns, then over t
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -432,12 +446,8 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     float acc[4][4];
     tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // its syncs publish s_row/s_col
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
