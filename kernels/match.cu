@@ -20,8 +20,8 @@
 //       i matches j = best_row[i] when best_col[j] == i and, if use_min, the
 //       similarity is strictly above min_cossim; written in increasing i
 //       (ordered compaction by block scan), count to match_count.
-//       Thread mapping: one block of 1024 threads; thread t owns COLLECT_ROWS
-//       consecutive rows of each chunk of 1024 * COLLECT_ROWS rows.
+//       Thread mapping: one block of COLLECT_THREADS threads; thread t owns COLLECT_ROWS
+//       consecutive rows of each chunk of COLLECT_THREADS * COLLECT_ROWS rows.
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself. Descriptors
@@ -54,7 +54,10 @@
 //   every load of a chunk issued before the first use.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
-// 128 for e.g. ALIKED); a matcher handles exactly that width.
+// 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
+// TILE (64), MATCH_THREADS (256), COLLECT_THREADS (1024) and TC_THREADS (256),
+// read by the Python launches from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
 #ifndef DESC_DIM
 #error "DESC_DIM must be defined by the loader"
@@ -63,12 +66,18 @@
 #error "DESC_DIM must be a multiple of 32"
 #endif
 
-#define TILE 64
+#if !defined(TILE) || !defined(MATCH_THREADS) || !defined(COLLECT_THREADS) || !defined(TC_THREADS)
+#error "TILE, MATCH_THREADS, COLLECT_THREADS and TC_THREADS must be defined by the loader"
+#endif
+#if TILE != 64 || MATCH_THREADS != 256 || TC_THREADS != 256
+#error "the thread mappings are written for 64 x 64 tiles of 256 threads"
+#endif
+#if COLLECT_THREADS % 32 != 0 || COLLECT_THREADS > 1024
+#error "COLLECT_THREADS must be whole warps, at most 1024"
+#endif
+
 #define KCHUNK 32
-#define MATCH_THREADS 256
-#define COLLECT_THREADS 1024
 #define COLLECT_ROWS 4
-#define TC_THREADS 256
 #if DESC_DIM % 64 == 0
 #define TC_K 64
 #else
