@@ -48,14 +48,14 @@ GROUPS = (1, 8, 32)
 
 def frame_messages(shared, count):
     """Up to ``count`` TUM frames as sensor_msgs/Image-like rgb8 messages."""
+    from xfeat_ros.image_codec import raw_image
     from xfeat_ros.image_files import read_image
     msgs = []
     for path in sorted((Path(shared) / TUM).glob('*.png'))[:count]:
         pixels, encoding = read_image(path)
-        height, width = pixels.shape[:2]
-        msgs.append(SimpleNamespace(data=pixels.tobytes(), encoding=encoding, height=height,
-                                    width=width, step=width * 3, is_bigendian=0,
-                                    pixels=pixels))
+        msg = raw_image(pixels, encoding)
+        msg.pixels = pixels  # the upstream contender reads the array itself
+        msgs.append(msg)
     if not msgs:
         raise SystemExit(f'no frames under {Path(shared) / TUM}')
     return msgs
@@ -151,7 +151,7 @@ def events_ms(cupy, stream, fn, reps=30):
 
 def parts_breakdown(engine, msgs):
     """Pure device milliseconds of each part per batch size (graph replays, no launch gaps)."""
-    from xfeat_ros.decode import ENCODINGS
+    from xfeat_ros.image_codec import ENCODINGS
     from xfeat_ros.gpu import ops
     cupy = engine.cupy
     stream = engine.stream
@@ -304,13 +304,9 @@ def golden_parity(engine, shared, grouped=False):
     """Worst parity numbers over the golden images (alone, or all nine as one group)."""
     sys.path.insert(0, str(REPO / 'test'))
     from golden_util import GOLDEN_IMAGES, parity
+    from xfeat_ros.image_codec import raw_image
     from xfeat_ros.image_files import read_image
-    msgs = []
-    for rel in GOLDEN_IMAGES.values():
-        pixels, encoding = read_image(Path(shared) / 'data' / rel)
-        height, width = pixels.shape[:2]
-        msgs.append(SimpleNamespace(data=pixels.tobytes(), encoding=encoding, height=height,
-                                    width=width, step=pixels[0].nbytes, is_bigendian=0))
+    msgs = [raw_image(*read_image(Path(shared) / 'data' / rel)) for rel in GOLDEN_IMAGES.values()]
     slots = [engine.alloc_slot() for _ in msgs]
     if grouped:
         engine.submit_group(msgs, slots)

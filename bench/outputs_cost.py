@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xfeat_ros.camera import CameraModel, undistort_points  # noqa: E402
 from xfeat_ros.debug_image import render_debug_image  # noqa: E402
-from xfeat_ros.decode import decode_image_msg  # noqa: E402
 from xfeat_ros.engine import create_engine, EngineConfig  # noqa: E402
+from xfeat_ros.image_codec import decode_image_msg, image_msg  # noqa: E402
 from xfeat_ros.image_files import read_image  # noqa: E402
 from xfeat_ros.match import mutual_nn_match  # noqa: E402
-from xfeat_ros.messages import (image_msg, keypoint_cloud_msg, keypoints_msg,  # noqa: E402
+from xfeat_ros.messages import (keypoint_cloud_msg, keypoints_msg,  # noqa: E402
                                 vins_feature_msg)
 from xfeat_ros.pipeline import Features  # noqa: E402
 

@@ -83,7 +83,8 @@ def main(argv=None):
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
-    from xfeat_ros.messages import image_msg, message_types
+    from xfeat_ros.image_codec import image_msg
+    from xfeat_ros.messages import message_types
     from xfeat_ros.play import stamp_msg
     from xfeat_ros.tools.plumbing import parse_final_counts, start_node, stop_process
     width, height = (int(v) for v in args.size.split('x'))

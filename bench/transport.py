@@ -59,7 +59,7 @@ def build_message(kind, seed=0):
     """Return ``(message type, message)`` of one kind (content: random, fixed seed)."""
     rng = np.random.default_rng(seed)
     if kind in ('rgb', 'mono', 'rgb4k'):
-        from xfeat_ros.messages import image_msg
+        from xfeat_ros.image_codec import image_msg
         height, width = (2160, 3840) if kind == 'rgb4k' else (480, 640)
         channels, encoding = (1, 'mono8') if kind == 'mono' else (3, 'rgb8')
         pixels = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
@@ -210,7 +210,7 @@ def run_cdr(args):
     from sensor_msgs.msg import Image
     from std_msgs.msg import Header
     from xfeat_ros import cdr
-    from xfeat_ros.decode import decode_image_msg
+    from xfeat_ros.image_codec import decode_image_msg
     from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
     from xfeat_ros.pipeline import Features, MatchResult
     dds.ros_environment(args.dds_profile, domain_id=args.domain_id)

@@ -28,11 +28,13 @@
 //       consecutive channels, blocks of CONV_BX x CONV_BY pixels, grid (ceil(Wo /
 //       CONV_BX), ceil(Ho / CONV_BY), B * COUT / CO); the block's weights in shared memory.
 //
-// Macros injected by the loader: none.
+// Macros injected by the loader: the launch shapes CONV_BX, CONV_BY (32 x 8) and
+// CONV_CO (8), read by the Python launch from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
-#define CONV_BX 32
-#define CONV_BY 8
-#define CONV_CO 8
+#if !defined(CONV_BX) || !defined(CONV_BY) || !defined(CONV_CO)
+#error "CONV_BX, CONV_BY and CONV_CO must be defined by the loader"
+#endif
 
 __device__ __forceinline__ void source_index(int dst, int in_size, float scale, int* i0,
                                              int* step, float* l1)

@@ -27,7 +27,9 @@
 //
 // Macros injected by the loader: DESC_DIM (channels; a multiple of 32, 64 for XFeat),
 // FT_FIELDS, FT_COUNT, FT_DESCRIPTORS (frame-table layout, see detect.cu and
-// xfeat_ros.gpu.kernels.FRAME_TABLE).
+// xfeat_ros.gpu.kernels.FRAME_TABLE); the launch shapes NORM_PIXELS (32) and
+// NORM_THREADS (256), read by the Python launch from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false; per-element float operations use explicit
 // round-to-nearest intrinsics in the oracle's order, so the sampled vector
 // before the final normalisation equals xfeat_ros.postprocess.sample_bicubic
@@ -42,12 +44,16 @@
 #ifndef FT_FIELDS
 #error "FT_FIELDS (frame-table layout) must be defined by the loader"
 #endif
+#if !defined(NORM_PIXELS) || !defined(NORM_THREADS)
+#error "NORM_PIXELS and NORM_THREADS must be defined by the loader"
+#endif
+#if NORM_PIXELS > NORM_THREADS
+#error "normalize_feats needs a thread per pixel of its block (NORM_PIXELS <= NORM_THREADS)"
+#endif
 
 typedef unsigned long long u64;
 
 #define CH_PER_LANE (DESC_DIM / 32)
-#define NORM_PIXELS 32
-#define NORM_THREADS 256
 #define CUBIC_A (-0.75f)
 
 // g = 2 * (p / (model - 1)) - 1 rounded per operation, then grid_sample's

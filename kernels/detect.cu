@@ -65,7 +65,9 @@
 //
 // Macros injected by the loader: CELL (8, heatmap cell side), NMS_RADIUS (2),
 // FT_FIELDS, FT_COUNT, FT_KEYPOINTS, FT_SCORES, FT_SCALES (frame-table layout,
-// xfeat_ros.gpu.kernels.FRAME_TABLE).
+// xfeat_ros.gpu.kernels.FRAME_TABLE); the launch shapes NMS_BX, NMS_BY (32 x 8),
+// RADIX_BITS (16), SELECT_THREADS (1024), RANK_THREADS (128), which the Python
+// launches read from the same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false; float operations that must round like the NumPy
 // oracle (coordinates, weights, sums) use explicit round-to-nearest intrinsics.
 
@@ -78,18 +80,21 @@
 #ifndef FT_FIELDS
 #error "FT_FIELDS (frame-table layout) must be defined by the loader"
 #endif
+#if !defined(NMS_BX) || !defined(NMS_BY) || !defined(RADIX_BITS) || !defined(SELECT_THREADS) \
+    || !defined(RANK_THREADS)
+#error "NMS_BX, NMS_BY, RADIX_BITS, SELECT_THREADS and RANK_THREADS must be defined by the loader"
+#endif
 
 #define CELL_CH (CELL * CELL)
 #define LOGIT_CH (CELL_CH + 1)
-#define NMS_BX 32
-#define NMS_BY 8
-#define RADIX_BITS 16
 #define RADIX_BINS (1 << RADIX_BITS)
-#define SELECT_THREADS 1024
 #define SELECT_WARPS (SELECT_THREADS / 32)
 #define BINS_PER_WARP (RADIX_BINS / SELECT_WARPS)
 #define CHUNKS_PER_WARP (BINS_PER_WARP / 32)
-#define RANK_THREADS 128
+#if 64 % RADIX_BITS != 0 || SELECT_THREADS % 32 != 0 || SELECT_THREADS > 1024 \
+    || BINS_PER_WARP % 32 != 0
+#error "radix digits must divide 64 bits and split into whole warps of 32-bin chunks"
+#endif
 
 typedef unsigned long long u64;
 

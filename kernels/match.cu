@@ -20,8 +20,8 @@
 //       i matches j = best_row[i] when best_col[j] == i and, if use_min, the
 //       similarity is strictly above min_cossim; written in increasing i
 //       (ordered compaction by block scan), count to match_count.
-//       Thread mapping: one block of 1024 threads; thread t owns COLLECT_ROWS
-//       consecutive rows of each chunk of 1024 * COLLECT_ROWS rows.
+//       Thread mapping: one block of COLLECT_THREADS threads; thread t owns COLLECT_ROWS
+//       consecutive rows of each chunk of COLLECT_THREADS * COLLECT_ROWS rows.
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself. Descriptors
@@ -54,7 +54,10 @@
 //   every load of a chunk issued before the first use.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
-// 128 for e.g. ALIKED); a matcher handles exactly that width.
+// 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
+// TILE (64), MATCH_THREADS (256), COLLECT_THREADS (1024) and TC_THREADS (256),
+// read by the Python launches from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
 #ifndef DESC_DIM
 #error "DESC_DIM must be defined by the loader"
@@ -63,12 +66,18 @@
 #error "DESC_DIM must be a multiple of 32"
 #endif
 
-#define TILE 64
+#if !defined(TILE) || !defined(MATCH_THREADS) || !defined(COLLECT_THREADS) || !defined(TC_THREADS)
+#error "TILE, MATCH_THREADS, COLLECT_THREADS and TC_THREADS must be defined by the loader"
+#endif
+#if TILE != 64 || MATCH_THREADS != 256 || TC_THREADS != 256
+#error "the thread mappings are written for 64 x 64 tiles of 256 threads"
+#endif
+#if COLLECT_THREADS % 32 != 0 || COLLECT_THREADS > 1024
+#error "COLLECT_THREADS must be whole warps, at most 1024"
+#endif
+
 #define KCHUNK 32
-#define MATCH_THREADS 256
-#define COLLECT_THREADS 1024
 #define COLLECT_ROWS 4
-#define TC_THREADS 256
 #if DESC_DIM % 64 == 0
 #define TC_K 64
 #else
@@ -229,6 +238,28 @@ __device__ __forceinline__ void mma_tf32(float* c, const unsigned int* a, unsign
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// This thread's place in the MMA fragments of a 64 x 64 tile (TC_THREADS = 8 warps): its
+// warp owns rows wr = 16 (warp / 2) .. +16 and columns wc = 32 (warp % 2) .. +32; within the
+// m16n8k8 fragments it is group g = lane / 4 (a row of A, a column of B) and t = lane % 4.
+struct Fragment {
+    int g;
+    int t;
+    int wr;
+    int wc;
+};
+
+__device__ __forceinline__ Fragment thread_fragment(int tid)
+{
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    Fragment f;
+    f.g = lane >> 2;
+    f.t = lane & 3;
+    f.wr = (warp >> 1) * 16;
+    f.wc = (warp & 1) * 32;
+    return f;
+}
+
 // S~ of this thread's 32 tile entries: acc[nt][q] is row 16 (warp / 2) + g + 8 (q / 2),
 // column 32 (warp % 2) + 8 nt + 2 t + q % 2 of the 64 x 64 tile (g = lane / 4, t = lane % 4).
 __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int n0,
@@ -238,12 +269,8 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
                                               unsigned int (*Bs)[TC_STRIDE], float acc[4][4])
 {
     const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -327,12 +354,8 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     float acc[4][4];
     tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
     // rows g and g + 8 of the warp tile: max over this thread's 8 columns, then over t
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -432,12 +455,8 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     float acc[4][4];
     tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // its syncs publish s_row/s_col
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int g = lane >> 2;
-    const int t = lane & 3;
-    const int wr = (warp >> 1) * 16;
-    const int wc = (warp & 1) * 32;
+    const Fragment f = thread_fragment(tid);
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll

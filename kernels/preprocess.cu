@@ -19,7 +19,7 @@
 //
 // Macros injected by the loader: none. Compiled with --fmad=false, and every
 // float operation below is an explicit round-to-nearest intrinsic, so each
-// value rounds exactly like the NumPy oracle (xfeat_ros.decode and
+// value rounds exactly like the NumPy oracle (xfeat_ros.image_codec and
 // xfeat_ros.preprocess):
 //   channel / 255 (8-bit) or / 65535 (16-bit), exactly once;
 //   colour grey = ((r + g) + b) / 3 (the mean, not luma weights);

@@ -42,7 +42,8 @@
 // Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
 // SAMPLE_SIZE (7), MODELS_PER_SAMPLE (3), MAX_DRAWS, PIVOT_EPS, CUBIC_EPS,
 // NEWTON_STEPS, REFINE_ROUNDS, INVERSE_ITERATIONS, CHOLESKY_SHIFT,
-// JACOBI_SWEEPS, SCORE_MODELS, SCORE_THREADS, REFINE_THREADS.
+// JACOBI_SWEEPS; the launch shapes SCORE_MODELS, SCORE_THREADS, REFINE_THREADS
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 
 #if !defined(MIN_MATCHES) || !defined(SAMPLE_SIZE) || !defined(MODELS_PER_SAMPLE)

@@ -30,9 +30,23 @@ NEEDS_SHARED = (f'needs ../shared ({SHARED}: the full data sets, models and gold
 MAX_TEST_ID = 120  # characters; colcon reads pytest's summary lines with a bounded reader
 
 
+def gpu_skip_reason():
+    """
+    Return why the tests marked ``gpu`` are skipped here (one sentence), or None.
+
+    The one GPU skip of the suite: a test needing CuPy and a CUDA device says so
+    with ``@pytest.mark.gpu`` (or a ``pytest.param(..., marks=pytest.mark.gpu)``)
+    and nothing else; :func:`pytest_collection_modifyitems` skips it with this reason.
+    """
+    from xfeat_ros.gpu import unavailable_reason
+    reason = unavailable_reason()
+    return None if reason is None else f'needs CuPy and a CUDA device: {reason}'
+
+
 def pytest_configure(config):
     """Register the project's markers."""
-    config.addinivalue_line('markers', 'gpu: needs a CUDA GPU (skipped where none)')
+    config.addinivalue_line('markers', 'gpu: needs CuPy and a CUDA device (skipped, with the '
+                                       'reason, where either is missing)')
     config.addinivalue_line('markers', 'ros: starts ROS 2 nodes (needs rclpy and messages)')
     config.addinivalue_line('markers', 'linter: ament lint tests')
     config.addinivalue_line('markers', 'copyright: ament_copyright lint test')
@@ -41,12 +55,22 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Refuse test ids longer than :data:`MAX_TEST_ID` (colcon stops reading at long lines)."""
+    """
+    Refuse test ids longer than :data:`MAX_TEST_ID`; skip ``gpu`` tests where no GPU is usable.
+
+    colcon stops reading pytest's output at a long line. The skip of ``gpu``
+    tests is :func:`gpu_skip_reason`'s, added before any fixture is set up.
+    """
     long_ids = [item.nodeid for item in items if len(item.nodeid) > MAX_TEST_ID]
     if long_ids:
         shown = ', '.join(f'{i[:80]}... ({len(i)} chars)' for i in long_ids[:3])
         raise pytest.UsageError(f'{len(long_ids)} test ids are longer than {MAX_TEST_ID} '
                                 f'characters (give them short ids): {shown}')
+    gpu_items = [item for item in items if item.get_closest_marker('gpu') is not None]
+    reason = gpu_skip_reason() if gpu_items else None
+    if reason is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope='session')

@@ -12,8 +12,8 @@ import threading
 
 import numpy as np
 from xfeat_ros.camera import CameraModel
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.match import mutual_nn_match
-from xfeat_ros.messages import image_msg
 from xfeat_ros.pipeline import Features, MatchResult
 from xfeat_ros.play import stamp_msg
 

@@ -3,6 +3,9 @@
 """Parity metrics against upstream XFeat outputs (../shared/golden, or test/data/golden)."""
 
 from dataclasses import dataclass
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -22,6 +25,12 @@ GOLDEN_IMAGES = {
 GOLDEN_PAIRS = list(zip(list(GOLDEN_IMAGES)[:-1], list(GOLDEN_IMAGES)[1:]))
 
 FOUND_PX = 0.5
+# Parity thresholds of every engine against upstream (and of GPU against CPU).
+FOUND_MIN = 0.99          # share of golden keypoints with one of ours within FOUND_PX
+COSINE_MIN = 0.999        # smallest descriptor cosine over those
+SCORE_REL_MAX = 1e-4      # largest relative score difference over those
+MATCH_AGREE_MIN = 0.98    # share of golden matches reproduced
+REPORT_ENV = 'XFEAT_ROS_REPORT_DIR'
 
 
 def load_golden(root):
@@ -74,3 +83,20 @@ def match_agreement(golden_pair, map0, map1, idx0, idx1, suffix='082'):
     ours = set(zip(idx0.tolist(), idx1.tolist()))
     hits = sum((int(map0[a]), int(map1[b])) in ours for a, b in zip(g0, g1))
     return hits / len(g0)
+
+
+def write_report(name, entries):
+    """
+    Merge ``entries`` (a dict) into the JSON file ``name`` under $XFEAT_ROS_REPORT_DIR.
+
+    Nothing happens where the variable is unset or ``entries`` is empty; several
+    test modules add to one file (the GPU run's ``gpu_parity.json``).
+    """
+    folder = os.environ.get(REPORT_ENV)
+    if not folder or not entries:
+        return
+    path = Path(folder) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged = json.loads(path.read_text()) if path.is_file() else {}
+    merged.update(entries)
+    path.write_text(json.dumps(merged, indent=1))

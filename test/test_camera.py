@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Camera models and epipolar helpers of xfeat_ros.camera, checked against OpenCV."""
+"""Camera models (calibrations, lens distortion) of xfeat_ros.camera, checked against OpenCV."""
 
 import types
 
@@ -8,9 +8,8 @@ from conftest import DATA_ROOT, NEEDS_SHARED
 import cv2
 import numpy as np
 import pytest
-from xfeat_ros.camera import (CameraModel, distort_normalized, epipolar_errors,
-                              essential_matrix, read_euroc_extrinsics,
-                              relative_pose_from_extrinsics, undistort_points)
+from xfeat_ros.camera import (CameraModel, distort_normalized, read_euroc_extrinsics,
+                              undistort_points)
 from xfeat_ros.errors import CameraModelError
 
 EUROC = DATA_ROOT / 'data' / 'euroc_v101_stereo'  # ../shared, else the fixtures (cam0 only)
@@ -186,67 +185,3 @@ def test_empty_and_bad_shapes(name):
         for bad in (np.zeros((4, 3)), np.zeros(2)):
             with pytest.raises(CameraModelError, match=r'\[N, 2\]'):
                 function(model, bad)
-    empty = epipolar_errors(model, model, np.eye(3), [1.0, 0, 0], [], np.zeros((0, 2)))
-    assert empty.shape == (0,) and empty.dtype == np.float64
-
-
-def test_euroc_extrinsics_and_baseline():
-    transforms = [read_euroc_extrinsics(euroc_yaml(f'cam{i}_sensor.yaml')) for i in (0, 1)]
-    for t in transforms:
-        assert t.shape == (4, 4) and t.dtype == np.float64
-        np.testing.assert_array_equal(t[3], [0.0, 0.0, 0.0, 1.0])
-        np.testing.assert_allclose(t[:3, :3].T @ t[:3, :3], np.eye(3), atol=1e-6)
-    rotation, t = relative_pose_from_extrinsics(*transforms)
-    np.testing.assert_allclose(rotation.T @ rotation, np.eye(3), atol=1e-6)
-    baseline = np.linalg.norm(t)
-    assert 0.105 < baseline < 0.115, f'EuRoC stereo baseline {baseline:.4f} m'
-    assert abs(t[0]) > 0.99 * baseline, f'baseline {t} is not along x'
-
-
-def test_relative_pose_and_essential_matrix():
-    rng = np.random.default_rng(1)
-    poses = []
-    for _ in range(2):
-        pose = np.eye(4)
-        pose[:3, :3] = cv2.Rodrigues(rng.normal(size=3))[0]
-        pose[:3, 3] = rng.normal(size=3)
-        poses.append(pose)
-    rotation, t = relative_pose_from_extrinsics(*poses)
-    x0 = rng.normal(size=(10, 3))
-    body = x0 @ poses[0][:3, :3].T + poses[0][:3, 3]
-    x1 = (body - poses[1][:3, 3]) @ poses[1][:3, :3]
-    np.testing.assert_allclose(x0 @ rotation.T + t, x1, atol=1e-12)
-    e = essential_matrix(rotation, t)
-    np.testing.assert_allclose(x0 @ e.T, np.cross(t, x0 @ rotation.T), atol=1e-12)
-
-
-@pytest.mark.parametrize('names', [('tum', 'rational'), ('fisheye', 'tum'),
-                                   ('rational', 'fisheye')])
-def test_epipolar_errors_vanish_on_true_matches(names):
-    model0, model1 = (make_model(n) for n in names)
-    rng = np.random.default_rng(2)
-    rotation, t = cv2.Rodrigues(np.array([0.02, -0.05, 0.01]))[0], np.array([-0.3, 0.02, 0.05])
-    x0 = rng.uniform((-2.0, -1.5, 3.0), (2.0, 1.5, 8.0), (400, 3))
-    x1 = x0 @ rotation.T + t
-    p0 = distort_normalized(model0, x0[:, :2] / x0[:, 2:])
-    p1 = distort_normalized(model1, x1[:, :2] / x1[:, 2:])
-    inside = np.all((p0 >= 0) & (p0 < (640, 480)) & (p1 >= 0) & (p1 < (640, 480)), axis=1)
-    assert inside.sum() > 100
-    errors = epipolar_errors(model0, model1, rotation, t, p0[inside], p1[inside])
-    assert errors.shape == (inside.sum(),) and errors.max() < 1e-6, errors.max()
-
-
-def test_epipolar_error_of_vertical_offset():
-    model0 = CameraModel.from_parameters([500.0, 510.0, 320.0, 240.0])
-    model1 = CameraModel.from_parameters([520.0, 530.0, 300.0, 250.0])
-    rotation, t = np.eye(3), np.array([-0.11, 0.0, 0.0])
-    x0 = np.random.default_rng(3).uniform((-1.0, -0.8, 2.0), (1.0, 0.8, 6.0), (50, 3))
-    x1 = x0 + t
-    p0 = distort_normalized(model0, x0[:, :2] / x0[:, 2:])
-    p1 = distort_normalized(model1, x1[:, :2] / x1[:, 2:]) + (0.0, 1.5)
-    errors = epipolar_errors(model0, model1, rotation, t, p0, p1)
-    # 1.5 px in image 1 is 1.5 / fy1 normalized, seen by both cameras' mean focal lengths.
-    expected = 0.5 * 1.5 / 530.0 * ((500.0 + 510.0) / 2 + (520.0 + 530.0) / 2)
-    np.testing.assert_allclose(errors, expected, rtol=1e-9)
-    with pytest.raises(CameraModelError, match='pixels1'):
-        epipolar_errors(model0, model1, rotation, t, p0, p1[:-1])

@@ -27,9 +27,10 @@ from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
 from xfeat_ros import cdr  # noqa: E402
-from xfeat_ros.decode import decode_image_msg, image_array  # noqa: E402
 from xfeat_ros.errors import ImageLayoutError  # noqa: E402
-from xfeat_ros.messages import image_msg, keypoints_msg, matches_msg  # noqa: E402
+from xfeat_ros.image_codec import decode_image_msg, image_array  # noqa: E402
+from xfeat_ros.image_codec import image_msg  # noqa: E402
+from xfeat_ros.messages import keypoints_msg, matches_msg  # noqa: E402
 from xfeat_ros.pipeline import Features, MatchResult  # noqa: E402
 
 FRAME_IDS = ('', 'a', 'ab', 'abc', 'abcd', 'cam_5', 'camera', 'ünïcø')  # 0..7 bytes mod 8

@@ -21,12 +21,9 @@ from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
 from test_gpu_kernels import poison
-from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.image_files import read_image
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
 
 PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
          'direct_convs': 0}
@@ -45,7 +42,6 @@ def run_backbone(cp, backbone, images):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('options', [{}, {**PLAIN, 'fused_relu': True},
                                      {**PLAIN, 'parallel_heads': True},
                                      {**PLAIN, 'fused_scales': True},
@@ -74,7 +70,6 @@ def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, fra
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('shape', [(1, 64, 60, 80), (3, 64, 36, 44), (2, 5, 8, 12)])
 def test_fuse_scales_equals_interpolate_and_add(shape):
     """backbone.cu's fuse_scales against F.interpolate + additions on the same GPU tensors."""
@@ -96,7 +91,6 @@ def test_fuse_scales_equals_interpolate_and_add(shape):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('cin,cout,stride', [(1, 4, 1), (4, 8, 2), (8, 8, 1), (8, 24, 2)])
 @pytest.mark.parametrize('shape', [(1, 480, 640), (3, 37, 50), (2, 8, 9), (1, 1, 1)])
 def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
@@ -122,7 +116,6 @@ def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_cupy_stream_wraps_a_torch_stream_once(cp):
     """One CuPy object per PyTorch stream; kernels on it run in that stream's order."""
     import torch
@@ -144,7 +137,6 @@ def test_cupy_stream_wraps_a_torch_stream_once(cp):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_backbone_graph_launches_without_torch(cp, weights):
     """A captured backbone replays through its raw executable graph, same outputs as eager."""
     import torch

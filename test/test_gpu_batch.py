@@ -23,19 +23,16 @@ import zlib
 from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
 import numpy as np
 import pytest
-from test_gpu_engine import flight_messages, golden_msg, image_msg, single
+from test_gpu_engine import flight_messages, golden_msg, single
 from test_gpu_kernels import DESC_ATOL, poison, random_image, random_maps, RESIZE_ATOL
-from xfeat_ros.decode import decode_image, ENCODINGS
-from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.image_codec import decode_image, ENCODINGS, raw_image
 from xfeat_ros.image_files import read_image
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.postprocess import (heatmap_from_logits, keypoint_scores, l2_normalize,
                                    nms_keypoints, sample_descriptors, top_k_keypoints)
 from xfeat_ros.preprocess import model_size, to_model_space
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
 
 # batched vs single frames: different cuDNN algorithms per batch size round differently
 SAME_FOUND_MIN = 0.995
@@ -46,8 +43,6 @@ SCORE_REL_MAX = 1e-4
 @pytest.fixture(scope='module')
 def engine(weights_npz):
     """Build one batched GPU engine, module-scoped so that graphs are captured once."""
-    if REASON is not None:
-        pytest.skip(f'needs CuPy and a CUDA device: {REASON}')
     from xfeat_ros.gpu.engine import create_gpu_engine
     return create_gpu_engine('pytorch', str(weights_npz), 0, 4096, 0.05, 0.82)
 
@@ -55,7 +50,6 @@ def engine(weights_npz):
 # -- batched kernels ---------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('encoding', ['rgb8', 'mono16', 'bgra8'])
 def test_batched_decode_equals_oracle(cp, stream, encoding):
     rng = np.random.default_rng(zlib.crc32(encoding.encode()))
@@ -88,7 +82,6 @@ def oracle_frame(heat, reliability, feats, k, mw, scale):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('k', [7, 4096])
 def test_batched_detection_equals_oracle_per_frame(cp, stream, k):
     """Three frames (one with nothing above the threshold) in one launch per step."""
@@ -129,7 +122,6 @@ def test_batched_detection_equals_oracle_per_frame(cp, stream, k):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_batched_heatmap_equals_oracle(cp, stream):
     rng = np.random.default_rng(3)
     logits = np.stack([random_maps(rng, 96, 128)[0] for _ in range(3)])
@@ -155,7 +147,6 @@ def features_close(got, want, found_min=SAME_FOUND_MIN, cosine_min=SAME_COSINE_M
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_batched_frames_agree_with_single_frames_and_cpu(engine, cpu_pipeline, shared_dir):
     """
     Eight frames of mixed encodings and sizes in flight, six of model size 480x640.
@@ -192,7 +183,6 @@ def test_batched_frames_agree_with_single_frames_and_cpu(engine, cpu_pipeline, s
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_batched_golden_parity(engine, shared_dir):
     """All nine golden images submitted as one group: parity and matches as upstream's."""
     from golden_util import load_golden
@@ -213,7 +203,6 @@ def test_batched_golden_parity(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_submit_group_equals_submit_and_results_equal_features(engine, shared_dir):
     msgs = flight_messages(shared_dir)[:4]
     a = [engine.alloc_slot() for _ in msgs]
@@ -240,7 +229,6 @@ def test_submit_group_equals_submit_and_results_equal_features(engine, shared_di
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
     """
     Copy whole capacities and cut them to the counts: same as counted rows.
@@ -251,7 +239,7 @@ def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
     """
     from xfeat_ros.gpu import results as host_results
     real = golden_msg(shared_dir, 'rgb_1311868169.163498')
-    flat = image_msg(np.full((480, 640, 3), 90, np.uint8), 'rgb8')
+    flat = raw_image(np.full((480, 640, 3), 90, np.uint8), 'rgb8')
     slots = [engine.alloc_slot() for _ in range(3)]
     engine.submit_group([real, flat, real], slots, chain=True)
     grouped = engine.results(slots)  # right after the group: usually the eager path
@@ -277,7 +265,6 @@ def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_max_batch_caps_a_batch(engine, shared_dir):
     """``max_batch=2``: five frames of one size go through three backbone calls, same results."""
     from xfeat_ros.gpu.engine import GpuEngine
@@ -294,7 +281,6 @@ def test_max_batch_caps_a_batch(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_typed_error_in_a_group_enqueues_nothing(engine, shared_dir):
     from xfeat_ros.errors import ImageLayoutError
     good = golden_msg(shared_dir, 'rgb_1311868169.163498')
@@ -307,7 +293,6 @@ def test_typed_error_in_a_group_enqueues_nothing(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_resubmitting_a_waiting_slot_flushes_it_first(engine, shared_dir):
     msgs = flight_messages(shared_dir)
     slot = engine.alloc_slot()
@@ -320,7 +305,6 @@ def test_resubmitting_a_waiting_slot_flushes_it_first(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_match_features_uses_fp32_for_long_descriptors(engine, shared_dir):
     """Descriptors longer than unit length leave the tensor-core bound: FP32 path, same result."""
     from xfeat_ros.pipeline import Features
@@ -396,7 +380,7 @@ def test_bind_by_shape_with_a_batch():
 
 def test_unused_imports_are_real():
     """The shared helpers imported from the other GPU test modules exist (CI guard)."""
-    assert callable(image_msg) and callable(read_image)
+    assert callable(raw_image) and callable(read_image)
 
 
 @pytest.mark.parametrize('workers', [1, 3])

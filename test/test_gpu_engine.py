@@ -1,60 +1,40 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The GPU engine end to end: golden parity, frames in flight, typed errors, sizes.
+The GPU engine end to end: frames in flight, typed errors, sizes, CPU agreement.
 
 GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason) where
-CuPy or a CUDA device is missing. Parity uses test/golden_util.py with the
-thresholds of test_parity.py. When ``XFEAT_ROS_REPORT_DIR`` is set, the
-parity numbers are also written there as ``gpu_parity.json``.
+CuPy or a CUDA device is missing. Parity with upstream's golden outputs is
+test_parity.py's (one test over both engines); the CPU-vs-GPU checks here use
+the thresholds of test/golden_util.py. When ``XFEAT_ROS_REPORT_DIR`` is set,
+their numbers are added to ``gpu_parity.json`` there.
 
 Host-only tests at the end (TensorRT output binding by shape, backend
 selection errors, message bytes) run on CI too.
 """
 
-import json
-import os
-from pathlib import Path
 from types import SimpleNamespace
 
-from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, load_golden, match_agreement, parity
+from golden_util import (COSINE_MIN, FOUND_MIN, GOLDEN_IMAGES, parity, SCORE_REL_MAX,
+                         write_report as write_report_file)
 import numpy as np
 import pytest
-from xfeat_ros.decode import ENCODINGS
 from xfeat_ros.errors import (BackendError, ImageLayoutError, ImageTooSmallError,
                               UnsupportedEncodingError)
-from xfeat_ros.gpu import unavailable_reason
 from xfeat_ros.gpu.backbone import bind_by_shape, expected_output_shapes
 from xfeat_ros.gpu.engine import message_bytes
+from xfeat_ros.image_codec import ENCODINGS, raw_image
 from xfeat_ros.image_files import read_grey, read_image
 from xfeat_ros.match import mutual_nn_match
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
 
-FOUND_MIN = 0.99
-COSINE_MIN = 0.999
-SCORE_REL_MAX = 1e-4
-MATCH_AGREE_MIN = 0.98
 REPORT = {}
-
-
-def image_msg(pixels, encoding, bigendian=False, pad=0):
-    """Build a sensor_msgs/Image-like object from pixels [H, W, C] (uint8 or uint16)."""
-    height, width = pixels.shape[:2]
-    stored = pixels.astype('>u2' if bigendian else '<u2') if pixels.dtype == np.uint16 else pixels
-    rows = np.ascontiguousarray(stored).reshape(height, -1).view(np.uint8)
-    if pad:
-        rows = np.concatenate([rows, np.full((height, pad), 0xAB, np.uint8)], axis=1)
-    return SimpleNamespace(data=rows.tobytes(), encoding=encoding, height=height, width=width,
-                           step=rows.shape[1], is_bigendian=int(bigendian))
 
 
 def golden_msg(shared_dir, stem):
     """Message of one golden image, as read from disk (rgb8 or mono8)."""
     pixels, encoding = read_image(shared_dir / 'data' / GOLDEN_IMAGES[stem])
-    return image_msg(pixels, encoding)
+    return raw_image(pixels, encoding)
 
 
 def single(engine, msg):
@@ -68,16 +48,8 @@ def single(engine, msg):
 @pytest.fixture(scope='module')
 def engine(weights_npz):
     """Build one PyTorch-backed GPU engine; module scope, so graphs are captured once."""
-    if REASON is not None:
-        pytest.skip(f'needs CuPy and a CUDA device: {REASON}')
     from xfeat_ros.gpu.engine import create_gpu_engine
     return create_gpu_engine('pytorch', str(weights_npz), 0, 4096, 0.05, 0.82)
-
-
-@pytest.fixture(scope='module')
-def golden(shared_dir):
-    """Golden arrays per image and per pair."""
-    return load_golden(shared_dir)
 
 
 @pytest.fixture(scope='module')
@@ -88,64 +60,9 @@ def gpu_features(engine, shared_dir):
 
 @pytest.fixture(scope='module', autouse=True)
 def write_report():
-    """Write the collected parity numbers where XFEAT_ROS_REPORT_DIR says."""
+    """Add the collected CPU-vs-GPU numbers to gpu_parity.json where XFEAT_ROS_REPORT_DIR says."""
     yield
-    folder = os.environ.get('XFEAT_ROS_REPORT_DIR')
-    if folder and REPORT:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / 'gpu_parity.json').write_text(json.dumps(REPORT, indent=1))
-
-
-# -- golden parity --------------------------------------------------------------------------------
-
-@pytest.mark.gpu
-@needs_gpu
-@pytest.mark.parametrize('stem', list(GOLDEN_IMAGES))
-def test_gpu_detection_parity(stem, gpu_features, golden):
-    f = gpu_features[stem]
-    g = golden[stem]
-    assert tuple(f.image_hw) == tuple(g['image_hw'])
-    p = parity(g, f.keypoints, f.scores, f.descriptors)
-    REPORT[stem] = {'found': p.found, 'min_cosine': p.min_cosine,
-                    'max_score_rel': p.max_score_rel, 'n_gpu': len(f),
-                    'n_golden': len(g['scores'])}
-    assert p.found >= FOUND_MIN, f'{stem}: only {p.found:.4f} of golden keypoints found'
-    assert p.min_cosine >= COSINE_MIN, f'{stem}: descriptor cosine {p.min_cosine}'
-    assert p.max_score_rel <= SCORE_REL_MAX, f'{stem}: score rel diff {p.max_score_rel}'
-    assert np.all(np.diff(f.scores) <= 0), 'scores must be sorted descending'
-    np.testing.assert_allclose(np.linalg.norm(f.descriptors, axis=1), 1.0, atol=1e-5)
-    assert f.keypoints.dtype == f.scores.dtype == f.descriptors.dtype == np.float32
-
-
-@pytest.mark.gpu
-@needs_gpu
-@pytest.mark.parametrize('pair', GOLDEN_PAIRS, ids=lambda p: f'{p[0]}__{p[1]}')
-@pytest.mark.parametrize('min_cossim,suffix', [(0.82, '082'), (-1.0, 'none')])
-def test_gpu_match_parity(pair, min_cossim, suffix, engine, shared_dir, golden):
-    a, b = pair
-    engine.configure(min_cossim=min_cossim)
-    try:
-        slot_a, slot_b = engine.alloc_slot(), engine.alloc_slot()
-        engine.submit(golden_msg(shared_dir, a), slot_a)
-        engine.submit(golden_msg(shared_dir, b), slot_b)
-        engine.submit_match(slot_a, slot_b)
-        engine.synchronize()
-        fa, fb, m = engine.features(slot_a), engine.features(slot_b), engine.matches(slot_b)
-    finally:
-        engine.configure(min_cossim=0.82)
-    map_a = parity(golden[a], fa.keypoints, fa.scores, fa.descriptors).mapping
-    map_b = parity(golden[b], fb.keypoints, fb.scores, fb.descriptors).mapping
-    agree = match_agreement(golden[pair], map_a, map_b, m.idx0, m.idx1, suffix)
-    REPORT[f'{a}__{b}_{suffix}'] = {'agreement': agree, 'n_gpu': len(m),
-                                    'n_golden': len(golden[pair][f'idx0_{suffix}'])}
-    assert agree >= MATCH_AGREE_MIN, f'{a}->{b}: {agree:.4f} of golden matches reproduced'
-    assert abs(len(m) - len(golden[pair][f'idx0_{suffix}'])) <= 0.02 * max(len(m), 1)
-    # the device matcher equals the CPU matcher on the same (GPU) descriptors
-    idx0, idx1, sim = mutual_nn_match(fa.descriptors, fb.descriptors, min_cossim)
-    cpu_pairs = set(zip(idx0.tolist(), idx1.tolist()))
-    same = len(cpu_pairs & set(zip(m.idx0.tolist(), m.idx1.tolist())))
-    assert same >= 0.999 * max(len(idx0), 1) and abs(len(idx0) - len(m)) <= 2
-    assert m.idx0.dtype == m.idx1.dtype == np.int64 and m.similarity.dtype == np.float32
+    write_report_file('gpu_parity.json', REPORT)
 
 
 # -- frames in flight -----------------------------------------------------------------------------
@@ -158,12 +75,13 @@ def flight_messages(shared_dir):
     graf, _ = read_image(shared_dir / 'data' / GOLDEN_IMAGES['oxford_graf_img1'])
     grey16 = (tum[2].mean(axis=2) * 257).astype(np.uint16)[:, :, None]
     alpha = np.full(tum[3].shape[:2] + (1,), 255, np.uint8)
-    return [image_msg(tum[0], 'rgb8'), image_msg(tum[1][:, :, ::-1], 'bgr8', pad=4),
-            image_msg(grey16, 'mono16', bigendian=True),
-            image_msg(np.concatenate([tum[3], alpha], axis=2), 'rgba8'),
-            image_msg(euroc, 'mono8'), image_msg(graf, 'rgb8'),
-            image_msg(np.ascontiguousarray(graf[:481, :643]), 'rgb8'),
-            image_msg(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
+    return [raw_image(tum[0], 'rgb8'),
+            raw_image(tum[1][:, :, ::-1], 'bgr8', pad=4, pad_byte=0xAB),
+            raw_image(grey16, 'mono16', bigendian=True),
+            raw_image(np.concatenate([tum[3], alpha], axis=2), 'rgba8'),
+            raw_image(euroc, 'mono8'), raw_image(graf, 'rgb8'),
+            raw_image(np.ascontiguousarray(graf[:481, :643]), 'rgb8'),
+            raw_image(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
 
 
 def assert_same_features(a, b):
@@ -174,7 +92,6 @@ def assert_same_features(a, b):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('pair', ['graf', 'sizes', 'empty'])
 def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
     """Stereo matching of host features on the device equals the NumPy reference."""
@@ -196,7 +113,6 @@ def test_match_features_equals_cpu_matching(pair, engine, gpu_features):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
     """With ``max_batch=1`` (one backbone call per frame) frames in flight are bitwise alone."""
     from xfeat_ros.gpu.engine import GpuEngine
@@ -223,7 +139,6 @@ def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_graph_replay_equals_direct_launches(engine, shared_dir):
     from xfeat_ros.gpu.engine import GpuEngine
     direct = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82, graphs=False)
@@ -250,7 +165,6 @@ def test_graph_replay_equals_direct_launches(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_slots_reused_without_reallocation(engine, shared_dir):
     import cupy
     msgs = flight_messages(shared_dir)[:4]
@@ -276,7 +190,6 @@ def test_slots_reused_without_reallocation(engine, shared_dir):
 # -- sizes, empty frames, typed errors, settings --------------------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (33, 47), (1536, 2048)],
                          ids=lambda s: f'{s[1]}x{s[0]}')
 def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
@@ -285,7 +198,7 @@ def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
     height, width = size
     pixels = np.ascontiguousarray(cv2.resize(pixels, (width, height),
                                              interpolation=cv2.INTER_AREA))
-    got = single(engine, image_msg(pixels, 'rgb8'))
+    got = single(engine, raw_image(pixels, 'rgb8'))
     want = cpu_pipeline.extract((pixels.astype(np.float32) / np.float32(255)).mean(
         axis=2, dtype=np.float32))
     assert got.image_hw == want.image_hw == size
@@ -303,7 +216,6 @@ def test_gpu_vs_cpu_pipeline_sizes(engine, cpu_pipeline, shared_dir, size):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_zero_keypoints_and_empty_matches(engine, shared_dir):
     textured = golden_msg(shared_dir, 'rgb_1311868169.163498')
     slots = [engine.alloc_slot() for _ in range(3)]
@@ -328,10 +240,9 @@ def test_zero_keypoints_and_empty_matches(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_typed_errors_enqueue_nothing(engine):
     slot = engine.alloc_slot()
-    good = image_msg(np.zeros((64, 64, 3), np.uint8), 'rgb8')
+    good = raw_image(np.zeros((64, 64, 3), np.uint8), 'rgb8')
     with pytest.raises(UnsupportedEncodingError):
         engine.submit(SimpleNamespace(**{**vars(good), 'encoding': '32FC1'}), slot)
     with pytest.raises(ImageLayoutError):
@@ -339,12 +250,11 @@ def test_typed_errors_enqueue_nothing(engine):
     with pytest.raises(ImageLayoutError):
         engine.submit(SimpleNamespace(**{**vars(good), 'data': good.data[:-1]}), slot)
     with pytest.raises(ImageTooSmallError):
-        engine.submit(image_msg(np.zeros((31, 64, 1), np.uint8), 'mono8'), slot)
+        engine.submit(raw_image(np.zeros((31, 64, 1), np.uint8), 'mono8'), slot)
     assert not slot.submitted and engine.features(slot) is None
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_top_k_change_reallocates_slot_and_keeps_prefix(engine, shared_dir):
     msg = golden_msg(shared_dir, 'oxford_graf_img1')
     full = single(engine, msg)
@@ -366,7 +276,6 @@ def test_top_k_change_reallocates_slot_and_keeps_prefix(engine, shared_dir):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_backend_selection_on_this_machine(weights_npz):
     from xfeat_ros.gpu.engine import create_gpu_engine
     engine = create_gpu_engine('auto', str(weights_npz), 0, 512, 0.05, 0.82)
@@ -385,7 +294,6 @@ def test_backend_selection_on_this_machine(weights_npz):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_fresh_grey_read_matches_cpu(engine, cpu_pipeline, shared_dir):
     """The GPU decode of a golden image sees the same grey image as the CPU reader."""
     stem = 'rgb_1311868169.263274'

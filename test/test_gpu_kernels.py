@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Every CUDA kernel against the NumPy oracle (xfeat_ros.decode/preprocess/postprocess/match).
+Every CUDA kernel against the NumPy oracle (xfeat_ros.image_codec/preprocess/postprocess/match).
 
 GPU tests carry ``@pytest.mark.gpu`` and are skipped, with the reason, where
 CuPy or a CUDA device is missing; output buffers are poisoned (NaN or a
@@ -21,18 +21,14 @@ import zlib
 import numpy as np
 import pytest
 
-from xfeat_ros.decode import decode_image, encoding_info, ENCODINGS
 from xfeat_ros.errors import DescriptorLayoutError
-from xfeat_ros.gpu import kernels, ops, unavailable_reason
+from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.image_codec import decode_image, encoding_info, ENCODINGS
 from xfeat_ros.image_files import read_image
 from xfeat_ros.postprocess import (detect, heatmap_from_logits, keypoint_scores, l2_normalize,
                                    nms_keypoints, sample_descriptors, top_k_keypoints)
 from xfeat_ros.preprocess import model_size, to_model_space
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
-gpu = [pytest.mark.gpu, needs_gpu]
 
 # (height, width) of originals: tiny, odd (not multiples of 32), VGA, large.
 SIZES = [(32, 32), (33, 47), (480, 640), (481, 643), (1536, 2048)]
@@ -77,7 +73,6 @@ def gpu_decode_resize(cp, stream, data, encoding, height, width, step, bigendian
 # -- decode + resize ----------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', SIZES, ids=lambda s: f'{s[1]}x{s[0]}')
 @pytest.mark.parametrize('encoding,bigendian', [(e, False) for e in ENCODINGS]
                          + [('mono16', True)])
@@ -92,7 +87,6 @@ def test_decode_resize_random(cp, stream, encoding, bigendian, size):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('rel', REAL_IMAGES)
 def test_decode_resize_real(cp, stream, shared_dir, rel):
     pixels, encoding = read_image(shared_dir / 'data' / rel)
@@ -149,7 +143,6 @@ def cpu_candidates(heatmap, reliability, threshold):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (480, 640), (1536, 2048)],
                          ids=lambda s: f'{s[1]}x{s[0]}')
 def test_heatmap_random(cp, stream, size):
@@ -163,7 +156,6 @@ def test_heatmap_random(cp, stream, size):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (480, 640), (1536, 2048)],
                          ids=lambda s: f'{s[1]}x{s[0]}')
 def test_nms_scores_random(cp, stream, size):
@@ -191,7 +183,6 @@ def plateau_heatmap(rng, mh, mw, levels=5):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (480, 640)], ids=lambda s: f'{s[1]}x{s[0]}')
 def test_nms_scores_ties(cp, stream, size):
     rng = np.random.default_rng(7)
@@ -221,7 +212,6 @@ def gpu_top_k(cp, stream, heat, reliability, threshold, k, capacity=None, scale=
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('k', [1, 7, 100, 4096, 100000])
 @pytest.mark.parametrize('kind', ['random', 'ties'])
 def test_top_k_equals_stable_sort(cp, stream, kind, k):
@@ -245,7 +235,6 @@ def test_top_k_equals_stable_sort(cp, stream, kind, k):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_top_k_all_tied_and_empty(cp, stream):
     # 1) every candidate has the same score: the first k in row-major order win
     mh, mw = 480, 640
@@ -277,7 +266,6 @@ def border_and_random_keypoints(rng, mh, mw, n):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('size', [(32, 32), (480, 640), (1536, 2048)],
                          ids=lambda s: f'{s[1]}x{s[0]}')
 @pytest.mark.parametrize('device_count', [False, True], ids=['host_count', 'device_count'])
@@ -306,7 +294,6 @@ def test_descriptors_random(cp, stream, size, device_count):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_descriptors_zero_count_launches_nothing(cp, stream, monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for a zero count')
@@ -321,7 +308,6 @@ def test_descriptors_zero_count_launches_nothing(cp, stream, monkeypatch):
 # -- the whole detection chain on real backbone outputs -----------------------------------------
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('rel', REAL_IMAGES)
 def test_detect_chain_real(cp, stream, cpu_pipeline, shared_dir, rel):
     """
@@ -421,7 +407,6 @@ def gpu_match(cp, stream, d0, d1, width, min_cossim, capacity=None, device_count
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 @pytest.mark.parametrize('n0,n1', [(1, 1), (1, 300), (257, 300), (1000, 1200), (4096, 4096)])
 @pytest.mark.parametrize('min_cossim', [0.82, -1.0])
@@ -440,7 +425,6 @@ def test_match_against_float64_oracle(cp, stream, width, n0, n1, min_cossim):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 def test_match_device_counts_and_spare_capacity(cp, stream, width):
     rng = np.random.default_rng(width)
@@ -452,7 +436,6 @@ def test_match_device_counts_and_spare_capacity(cp, stream, width):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 def test_match_min_cossim_is_strict(cp, stream, width):
     eye = np.eye(width, dtype=np.float32)
@@ -468,7 +451,6 @@ def test_match_min_cossim_is_strict(cp, stream, width):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_match_empty_side_launches_nothing(cp, stream, monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for an empty side')
@@ -517,7 +499,6 @@ def test_match_typed_rejections_on_host(monkeypatch):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_match_typed_rejections_on_device(cp, stream, monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for a rejected layout')

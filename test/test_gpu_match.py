@@ -19,12 +19,8 @@ from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
 from test_gpu_kernels import correspondences, poison, unit_rows
-from xfeat_ros.gpu import ops, unavailable_reason
+from xfeat_ros.gpu import ops
 from xfeat_ros.match import mutual_nn_match
-
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
 
 
 def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=None):
@@ -76,7 +72,6 @@ def near_ties(rng, n0, n1, width, eps):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 @pytest.mark.parametrize('n0,n1', [(1, 1), (5, 300), (257, 300), (1000, 1200), (4096, 4096),
                                    (4096, 700)])
@@ -92,7 +87,6 @@ def test_tensor_core_matcher_equals_fp32(cp, stream, width, n0, n1, kind):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 @pytest.mark.parametrize('n0,n1', [(600, 3000), (4096, 4096)])
 def test_tensor_core_matcher_with_every_row_tied(cp, stream, width, n0, n1):
@@ -113,7 +107,6 @@ def test_tensor_core_matcher_with_every_row_tied(cp, stream, width, n0, n1):
 
 
 @pytest.mark.gpu
-@needs_gpu
 @pytest.mark.parametrize('width', [64, 128])
 @pytest.mark.parametrize('counts', [(3000, 4000), (4096, 1), (0, 4096), (129, 65)])
 def test_tensor_core_matcher_with_device_counts(cp, stream, width, counts):
@@ -130,7 +123,6 @@ def test_tensor_core_matcher_with_device_counts(cp, stream, width, counts):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_tensor_core_matcher_on_real_descriptors(cp, stream, cpu_pipeline, shared_dir):
     """Golden TUM pairs: tensor cores == FP32 kernel == the NumPy matcher's pairs."""
     from xfeat_ros.image_files import read_grey

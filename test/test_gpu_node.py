@@ -14,15 +14,12 @@ from golden_util import parity
 import numpy as np
 import pytest
 from ros_harness import Client, start_node, stop_node
-from xfeat_ros.gpu import unavailable_reason
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_grey, read_image
-from xfeat_ros.messages import features_from_msg, image_msg
+from xfeat_ros.messages import features_from_msg
 from xfeat_ros.play import stamp_msg
 
-REASON = unavailable_reason()
-pytestmark = [pytest.mark.gpu, pytest.mark.ros,
-              pytest.mark.skipif(REASON is not None,
-                                 reason=f'needs CuPy and a CUDA device: {REASON}')]
+pytestmark = [pytest.mark.gpu, pytest.mark.ros]
 
 CAMERAS = ('cam0', 'cam1', 'cam2')
 FRAMES = 8  # the TUM frames carried to the GPU machine

@@ -23,14 +23,9 @@ import pytest
 
 from xfeat_ros import ransac
 from xfeat_ros.errors import DescriptorLayoutError
-from xfeat_ros.gpu import unavailable_reason
 from xfeat_ros.image_files import list_sequence, read_grey
 from xfeat_ros.tracks import next_tracks
 
-REASON = unavailable_reason()
-needs_gpu = pytest.mark.skipif(REASON is not None,
-                               reason=f'needs CuPy and a CUDA device: {REASON}')
-gpu = [pytest.mark.gpu, needs_gpu]
 
 MODEL_ATOL = 1e-5
 MASK_AGREEMENT = 0.995
@@ -284,7 +279,6 @@ def run_device(check, cp, p0, p1):
 
 @pytest.mark.parametrize('case', ['outliers', 'translation', 'tum', 'euroc'])
 @pytest.mark.gpu
-@needs_gpu
 def test_gpu_stages_match_reference(check, cp, sequences, case):
     p0, p1 = gpu_cases(sequences)[case]
     fit, models, scores = run_device(check, cp, p0, p1)
@@ -306,7 +300,6 @@ def test_gpu_stages_match_reference(check, cp, sequences, case):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_gpu_device_count_indices_and_few_matches(check, cp):
     """Matches through index arrays with a device count equal the host-gathered fit."""
     from xfeat_ros.gpu.ops import DeviceCount
@@ -341,7 +334,6 @@ def test_gpu_device_count_indices_and_few_matches(check, cp):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_gpu_graph_capture_and_determinism(check, cp):
     from xfeat_ros.gpu.ops import DeviceCount
     from xfeat_ros.gpu.ransac import alloc_epipolar_output
@@ -370,7 +362,6 @@ def test_gpu_graph_capture_and_determinism(check, cp):
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_gpu_layout_errors(check, cp):
     from xfeat_ros.gpu.ransac import alloc_epipolar_output
     stream = cp.cuda.Stream(non_blocking=False)  # ordered after set-up work

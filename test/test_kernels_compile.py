@@ -12,16 +12,20 @@ exactly those the GPU path compiles (:func:`xfeat_ros.gpu.kernels.variants`:
 same ``#define`` preamble, same options), for both matcher widths.
 """
 
+import ast
 import ctypes
 import ctypes.util
 import glob
 import os
 from pathlib import Path
+import re
 import sys
 
 import pytest
 
-from xfeat_ros.gpu.kernels import ENTRY_POINTS, KernelVariant, MATCH_WIDTHS, read_kernel, variants
+from xfeat_ros.gpu import kernels
+from xfeat_ros.gpu.kernels import (ENTRY_POINTS, KernelVariant, LAUNCH_DEFINES, MATCH_WIDTHS,
+                                   read_kernel, variants)
 
 ARCHS = ('sm_87', 'sm_90')
 HEADER_LINES = 80
@@ -134,6 +138,56 @@ def test_header_names_entry_points(filename):
     assert 'Thread mapping' in head and 'Macros injected by the loader' in head
     for entry in ENTRY_POINTS[filename]:
         assert entry in head, f'{filename} header does not name {entry}'
+
+
+def macros_paragraph(filename):
+    """Return the header's 'Macros injected by the loader' paragraph of a kernel file."""
+    lines = read_kernel(filename).splitlines()
+    start = next(i for i, line in enumerate(lines) if 'Macros injected by the loader' in line)
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith('//')),
+               len(lines))
+    return '\n'.join(lines[start:end])
+
+
+@pytest.mark.parametrize('variant', VARIANTS, ids=_variant_id)
+def test_launch_constants_come_from_the_preamble(variant):
+    """Every injected macro is the loader's alone: named in the header, defined nowhere else."""
+    defines = dict(variant.defines)
+    for name, value in LAUNCH_DEFINES[variant.filename]:
+        assert defines[name] == value, f'{name} of {variant.filename}'
+    source = read_kernel(variant.filename)
+    redefined = [name for name in defines
+                 if re.search(rf'^\s*#\s*define\s+{name}\b', source, re.MULTILINE)]
+    assert redefined == [], f'{variant.filename} defines {redefined} the loader injects'
+    paragraph = macros_paragraph(variant.filename)
+    unnamed = [name for name in defines if not re.search(rf'\b{name}\b', paragraph)]
+    assert unnamed == [], f'{variant.filename} header does not name {unnamed}'
+
+
+def test_python_launches_keep_no_copy_of_a_launch_constant():
+    """The launch shapes live in kernels.py only; the launching modules import them."""
+    python_names = {'CONV_BLOCK', 'CONV_CO', 'NMS_BLOCK', 'RADIX_BITS', 'SELECT_THREADS',
+                    'RANK_THREADS', 'NORM_PIXELS', 'NORM_THREADS', 'MATCH_TILE',
+                    'MATCH_THREADS', 'COLLECT_THREADS', 'TC_THREADS', 'RANSAC_SCORE_MODELS',
+                    'RANSAC_SCORE_THREADS', 'RANSAC_REFINE_THREADS'}
+    assert all(hasattr(kernels, name) for name in python_names)
+    shared = python_names | {name for defines in LAUNCH_DEFINES.values() for name, _ in defines}
+    copies = []
+    for path in sorted(Path(kernels.__file__).parent.glob('*.py')):
+        if path.name == 'kernels.py':
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            copies += [f'{path.name}: {t.id}' for t in targets
+                       if isinstance(t, ast.Name) and t.id in shared]
+    assert copies == [], f'launch constants defined outside kernels.py: {copies}'
+    from xfeat_ros.gpu import backbone_kernels, ops
+    detect = dict(LAUNCH_DEFINES['detect.cu'])
+    assert ops.NMS_BLOCK == (detect['NMS_BX'], detect['NMS_BY'])
+    assert ops.RADIX_BINS == 1 << detect['RADIX_BITS'] and ops.RADIX_PASSES * detect[
+        'RADIX_BITS'] == 64
+    backbone = dict(LAUNCH_DEFINES['backbone.cu'])
+    assert backbone_kernels.CONV_BLOCK == (backbone['CONV_BX'], backbone['CONV_BY'])
 
 
 def test_a_broken_kernel_fails(nvrtc):

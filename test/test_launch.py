@@ -187,8 +187,9 @@ def exchange(data_dir, inputs, outputs, frames_per_camera=2):
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
+    from xfeat_ros.image_codec import image_msg
     from xfeat_ros.image_files import list_sequence, read_image
-    from xfeat_ros.messages import image_msg, message_types
+    from xfeat_ros.messages import message_types
     keypoints_type, matches_type = message_types()
     context = rclpy.Context()
     rclpy.init(context=context)

@@ -438,7 +438,7 @@ def tum_bags(shared_dir, weights_npz, tmp_path_factory):
     from rosbags.typesys import get_typestore, Stores
     from sensor_msgs.msg import CameraInfo
     from xfeat_ros.image_files import list_sequence, read_image
-    from xfeat_ros.messages import image_msg
+    from xfeat_ros.image_codec import image_msg
     from xfeat_ros.tools.offline import process_bag
     from xfeat_ros.play import stamp_msg
     root = tmp_path_factory.mktemp('bags')

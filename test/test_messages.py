@@ -4,7 +4,7 @@
 
 import numpy as np
 import pytest
-from xfeat_ros.encoding import decode_descriptors
+from xfeat_ros.descriptor_format import decode_descriptors
 from xfeat_ros.messages import (cloud_points, features_from_msg, keypoint_cloud_msg,
                                 keypoints_msg, vins_feature_msg)
 from xfeat_ros.pipeline import Features

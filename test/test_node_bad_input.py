@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from ros_harness import Client, start_node, stop_node
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import features_from_msg, image_msg
+from xfeat_ros.messages import features_from_msg
 
 pytestmark = pytest.mark.ros
 

@@ -13,8 +13,9 @@ import pytest
 from ros_harness import Client, start_node, stop_node
 from xfeat_ros.geometry import (essential_pose, quaternion_to_matrix, relative_pose,
                                 rotation_angle_deg)
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import features_from_msg, image_msg
+from xfeat_ros.messages import features_from_msg
 
 pytestmark = pytest.mark.ros
 

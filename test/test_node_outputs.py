@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 from ros_harness import Client, RELIABLE, start_node, stop_node
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
-from xfeat_ros.camera import (CameraModel, epipolar_errors, read_euroc_extrinsics,
-                              relative_pose_from_extrinsics)
-from xfeat_ros.encoding import decode_descriptors
+from xfeat_ros.camera import CameraModel, read_euroc_extrinsics
+from xfeat_ros.descriptor_format import decode_descriptors
+from xfeat_ros.geometry import epipolar_errors, relative_pose_from_extrinsics
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import read_image
-from xfeat_ros.messages import cloud_points, features_from_msg, image_msg
+from xfeat_ros.messages import cloud_points, features_from_msg
 from xfeat_ros.play import stamp_msg
 from xfeat_ros_msgs.msg import Matches
 

@@ -9,8 +9,8 @@ import pytest
 
 from ros_harness import (Client, dump_parameters, get_parameters, set_parameters, start_node,
                          stop_node)
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import image_msg
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, PARAMETERS,
                                   validate_parameter)
 

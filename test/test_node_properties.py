@@ -14,7 +14,7 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import Image
-from test_decode_properties import image_headers
+from test_image_codec_properties import image_headers
 from xfeat_ros.backbone import OnnxRuntimeBackbone
 from xfeat_ros.engine import CpuEngine
 from xfeat_ros.network_onnx import build_model

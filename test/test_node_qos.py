@@ -11,8 +11,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_harness import Client, start_node, stop_node
 from sensor_msgs.msg import Image
 from xfeat_ros.core.report import Reporter
+from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import image_msg
 from xfeat_ros.node import XFeatNode
 
 pytestmark = pytest.mark.ros

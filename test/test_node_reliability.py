@@ -23,7 +23,8 @@ from xfeat_ros.backbone import OnnxRuntimeBackbone
 from xfeat_ros.core.scheduler import QUEUE_SIZE
 from xfeat_ros.engine import CpuEngine
 from xfeat_ros.errors import DeviceError
-from xfeat_ros.messages import image_msg, message_types
+from xfeat_ros.image_codec import image_msg
+from xfeat_ros.messages import message_types
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.node import XFeatNode
 from xfeat_ros.play import stamp_msg

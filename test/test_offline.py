@@ -25,8 +25,9 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer  # noqa: E402
 from rosbags.typesys import get_types_from_msg, get_typestore, Stores  # noqa: E402
 
 from xfeat_ros.core.stream import stamp_ns  # noqa: E402
+from xfeat_ros.image_codec import image_msg  # noqa: E402
 from xfeat_ros.image_files import list_sequence, read_image  # noqa: E402
-from xfeat_ros.messages import features_from_msg, image_msg, message_types  # noqa: E402
+from xfeat_ros.messages import features_from_msg, message_types  # noqa: E402
 from xfeat_ros.play import stamp_msg  # noqa: E402
 
 FRAMES = 5

@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from ros_harness import Client
-from xfeat_ros.decode import decode_image_msg
+from xfeat_ros.image_codec import decode_image_msg
 from xfeat_ros.image_files import list_sequence, read_grey
-from xfeat_ros.play import convert
 
 
 def test_list_sequence_layouts(shared_dir):
@@ -23,14 +22,6 @@ def test_list_sequence_layouts(shared_dir):
     assert euroc[0][0] == 1403715273262142976 and euroc[0][1].parent.name == 'cam0'
     graf = list_sequence(shared_dir / 'data' / 'oxford_graf')
     assert [p.name for _, p in graf][:2] == ['img1.ppm', 'img2.ppm'] and graf[0][0] is None
-
-
-def test_convert_encodings():
-    rgb = np.random.default_rng(0).integers(0, 256, (4, 5, 3), dtype=np.uint8)
-    bgr, enc = convert(rgb, 'rgb8', 'bgr8')
-    assert enc == 'bgr8' and np.array_equal(bgr[:, :, ::-1], rgb)
-    mono, enc = convert(rgb, 'rgb8', 'mono8')
-    assert enc == 'mono8' and mono.shape == (4, 5, 1)
 
 
 @pytest.mark.ros

@@ -1,10 +1,12 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Pinhole camera models with lens distortion, and stereo epipolar helpers (NumPy only).
+Calibrations: pinhole camera models with lens distortion, from parameters or YAML (NumPy).
 
 Coefficients as in sensor_msgs/CameraInfo: plumb_bob (k1, k2, p1, p2, k3), rational_polynomial
 (k1, k2, p1, p2, k3, k4, k5, k6), equidistant = fisheye (k1, k2, k3, k4) on the ray angle.
+What relates two views (relative poses, epipolar distances, robust fits) is
+:mod:`xfeat_ros.geometry`'s.
 """
 
 from dataclasses import dataclass, field
@@ -176,11 +178,11 @@ def read_euroc_extrinsics(path):
         t = t.reshape(int(entry['rows']), int(entry['cols']))
     except (KeyError, TypeError, ValueError) as exc:
         raise CameraModelError(f'{path}: malformed T_BS ({exc!r})') from exc
-    _check_transform(t, f'{path}: T_BS')
+    check_rigid_transform(t, f'{path}: T_BS')
     return t
 
 
-def _check_transform(t, what):
+def check_rigid_transform(t, what):
     """Raise unless ``t`` is a float [4, 4] rigid transform (orthonormal R, last row 0001)."""
     if t.shape != (4, 4) or not np.all(np.isfinite(t)):
         raise CameraModelError(f'{what} must be a finite 4x4 matrix')
@@ -311,46 +313,6 @@ def undistort_points(model, pixels):
         out, ok = invert(model.coeffs, xd, yd, _valid_radius(model))
     out[~ok] = np.nan
     return out
-
-
-def relative_pose_from_extrinsics(T_B_c0, T_B_c1):
-    """(R float64 [3, 3], t float64 [3]) with X1 = R X0 + t, from camera-to-body 4x4 poses."""
-    t0, t1 = (np.asarray(t, dtype=np.float64) for t in (T_B_c0, T_B_c1))
-    _check_transform(t0, 'T_B_c0')
-    _check_transform(t1, 'T_B_c1')
-    r1t = t1[:3, :3].T
-    return r1t @ t0[:3, :3], r1t @ (t0[:3, 3] - t1[:3, 3])
-
-
-def essential_matrix(R, t):
-    """Essential matrix [t]x R (float64 [3, 3]) of R float [3, 3] and t float [3]."""
-    tx, ty, tz = np.asarray(t, dtype=np.float64).reshape(3)
-    skew = np.array([[0.0, -tz, ty], [tz, 0.0, -tx], [-ty, tx, 0.0]])
-    return skew @ np.asarray(R, dtype=np.float64).reshape(3, 3)
-
-
-def epipolar_errors(model0, model1, R, t, pixels0, pixels1):
-    """
-    Symmetric epipolar distance in pixels, float64 [M], of matched pixels float [M, 2].
-
-    Distance of x1 to the line E x0 times camera 1's mean focal length, and of x0 to E^T x1
-    times camera 0's, averaged (normalized, undistorted coordinates). ``R``, ``t`` take camera
-    0 points to camera 1. NaN where a point cannot be undistorted or lies on the epipole.
-    """
-    p0, p1 = _points(pixels0, 'pixels0'), _points(pixels1, 'pixels1')
-    if len(p0) != len(p1):
-        raise CameraModelError(f'{len(p0)} pixels0 but {len(p1)} pixels1')
-    x0 = np.hstack([undistort_points(model0, p0), np.ones((len(p0), 1))])
-    x1 = np.hstack([undistort_points(model1, p1), np.ones((len(p1), 1))])
-    e = essential_matrix(R, t)
-    line1, line0 = x0 @ e.T, x1 @ e
-    algebraic = np.abs(np.sum(x1 * line1, axis=1))
-    with np.errstate(divide='ignore', invalid='ignore'):
-        d1 = algebraic / np.hypot(line1[:, 0], line1[:, 1])
-        d0 = algebraic / np.hypot(line0[:, 0], line0[:, 1])
-    f0 = (model0.matrix[0, 0] + model0.matrix[1, 1]) / 2
-    f1 = (model1.matrix[0, 0] + model1.matrix[1, 1]) / 2
-    return 0.5 * (d0 * f0 + d1 * f1)
 
 
 def ideal_pixels(model, pixels):

@@ -29,7 +29,7 @@ Each array is copied once, into the ``bytes`` object handed to rclpy.
 Reading: :func:`parse_image` turns the payload of a raw subscription
 (``create_subscription(Image, topic, callback, qos, raw=True)``: the callback
 receives ``bytes``) into an :class:`ImageView` whose ``data`` is a memoryview
-into that payload (no copy), ready for :func:`xfeat_ros.decode.image_array`.
+into that payload (no copy), ready for :func:`xfeat_ros.image_codec.image_array`.
 No rclpy import here: the module is plain Python + NumPy.
 """
 
@@ -38,7 +38,7 @@ import struct
 
 import numpy as np
 
-from xfeat_ros.encoding import encode_descriptors
+from xfeat_ros.descriptor_format import encode_descriptors
 from xfeat_ros.errors import ImageLayoutError
 
 ENCAPSULATION_LE = b'\x00\x01\x00\x00'
@@ -195,7 +195,7 @@ ImageView = namedtuple('ImageView', 'header height width encoding is_bigendian s
 ImageView.__doc__ = """\
 The fields of a serialized sensor_msgs/Image; ``data`` is a memoryview into the payload.
 
-Duck-types the message for :func:`xfeat_ros.decode.decode_image_msg`.
+Duck-types the message for :func:`xfeat_ros.image_codec.decode_image_msg`.
 """
 
 
@@ -248,7 +248,7 @@ def parse_image(payload):
     Returns an :class:`ImageView`: ``header`` (a :class:`Header`), ``height``,
     ``width``, ``encoding``, ``is_bigendian`` (int), ``step`` and ``data`` (a
     read-only memoryview of the pixel bytes inside ``payload``, no copy).
-    Field values are not validated here (:func:`xfeat_ros.decode.validate_layout`
+    Field values are not validated here (:func:`xfeat_ros.image_codec.validate_layout`
     does that); a payload that is not a well-formed Image raises
     :class:`ImageLayoutError`.
     """

@@ -72,7 +72,7 @@ def render_debug_image(grey, keypoints, scores, ages, color_by='score', previous
     """
     Draw keypoints and matches on a grey image; return BGR uint8 [H, W, 3].
 
-    ``grey`` float [H, W] in [0, 1] (as :func:`xfeat_ros.decode.decode_image_msg`
+    ``grey`` float [H, W] in [0, 1] (as :func:`xfeat_ros.image_codec.decode_image_msg`
     returns it); ``keypoints`` float [N, 2] pixels, ``scores`` float [N],
     ``ages`` uint [N]; ``color_by`` one of :data:`COLOR_BY`. Matches:
     ``previous_points``/``current_points`` float [M, 2] pixels and

@@ -35,9 +35,9 @@ import logging
 import sys
 from typing import Protocol
 
-from xfeat_ros.decode import decode_image_msg
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DeviceError
+from xfeat_ros.image_codec import decode_image_msg
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.pipeline import CpuPipeline, MatchResult
 

@@ -1,7 +1,18 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Two-view geometry helpers for checking matches (OpenCV, CPU).
+Two-view geometry (host: NumPy, OpenCV for the robust fits).
+
+The one home of what relates two views: rotations and relative poses
+(:func:`quaternion_to_matrix`, :func:`rotation_angle_deg`, :func:`relative_pose`,
+:func:`relative_pose_from_extrinsics`), the essential matrix and the epipolar
+distance of matches under a known pose (:func:`essential_matrix`,
+:func:`epipolar_errors`), and the robust fits of matches: the fundamental-matrix
+check that tracks and stereo pairs rely on (:func:`epipolar_inliers`), the
+relative pose by essential-matrix RANSAC (:func:`essential_pose`) and homographies
+(:func:`estimate_homography`). Calibrations (K, lens distortion, YAML files)
+are :mod:`xfeat_ros.camera`'s; the GPU's own fundamental-matrix RANSAC has its
+host reference, in the kernel's operation order, in :mod:`xfeat_ros.ransac`.
 
 The robust fits here are deterministic for a given order of the matches, but
 not seeded: OpenCV's ``findHomography`` (RANSAC, RHO, LMEDS and the USAC
@@ -14,6 +25,14 @@ results). The same matches in another order give another estimate.
 """
 
 import numpy as np
+
+from xfeat_ros.camera import check_rigid_transform, undistort_points
+from xfeat_ros.errors import CameraModelError
+from xfeat_ros.ransac import MIN_MATCHES as MIN_VERIFY_MATCHES
+
+# Epipolar distance (px) within which a match may carry a track id across frames;
+# the one value of the host check (OpenCV) and the GPU engine's device check.
+EPIPOLAR_THRESHOLD_PX = 3.0
 
 # Passed to cv2.setRNGSeed before each fit; no fit of this module reads it (see above).
 RANSAC_SEED = 0
@@ -41,6 +60,68 @@ def relative_pose(pose0, pose1):
     r1, t1 = pose1
     rotation = r1.T @ r0
     return rotation, r1.T @ (t0 - t1)
+
+
+def relative_pose_from_extrinsics(T_B_c0, T_B_c1):
+    """(R float64 [3, 3], t float64 [3]) with X1 = R X0 + t, from camera-to-body 4x4 poses."""
+    t0, t1 = (np.asarray(t, dtype=np.float64) for t in (T_B_c0, T_B_c1))
+    check_rigid_transform(t0, 'T_B_c0')
+    check_rigid_transform(t1, 'T_B_c1')
+    r1t = t1[:3, :3].T
+    return r1t @ t0[:3, :3], r1t @ (t0[:3, 3] - t1[:3, 3])
+
+
+def essential_matrix(R, t):
+    """Essential matrix [t]x R (float64 [3, 3]) of R float [3, 3] and t float [3]."""
+    tx, ty, tz = np.asarray(t, dtype=np.float64).reshape(3)
+    skew = np.array([[0.0, -tz, ty], [tz, 0.0, -tx], [-ty, tx, 0.0]])
+    return skew @ np.asarray(R, dtype=np.float64).reshape(3, 3)
+
+
+def epipolar_errors(model0, model1, R, t, pixels0, pixels1):
+    """
+    Symmetric epipolar distance in pixels, float64 [M], of matched pixels float [M, 2].
+
+    ``model0``/``model1`` are the cameras' :class:`xfeat_ros.camera.CameraModel`.
+    Distance of x1 to the line E x0 times camera 1's mean focal length, and of x0 to E^T x1
+    times camera 0's, averaged (normalized, undistorted coordinates). ``R``, ``t`` take camera
+    0 points to camera 1. NaN where a point cannot be undistorted or lies on the epipole.
+    Raises :class:`CameraModelError` on pixel arrays that are not [M, 2] of one length.
+    """
+    n0 = undistort_points(model0, pixels0)
+    n1 = undistort_points(model1, pixels1)
+    if len(n0) != len(n1):
+        raise CameraModelError(f'{len(n0)} pixels0 but {len(n1)} pixels1')
+    x0 = np.hstack([n0, np.ones((len(n0), 1))])
+    x1 = np.hstack([n1, np.ones((len(n1), 1))])
+    e = essential_matrix(R, t)
+    line1, line0 = x0 @ e.T, x1 @ e
+    algebraic = np.abs(np.sum(x1 * line1, axis=1))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        d1 = algebraic / np.hypot(line1[:, 0], line1[:, 1])
+        d0 = algebraic / np.hypot(line0[:, 0], line0[:, 1])
+    f0 = (model0.matrix[0, 0] + model0.matrix[1, 1]) / 2
+    f1 = (model1.matrix[0, 0] + model1.matrix[1, 1]) / 2
+    return 0.5 * (d0 * f0 + d1 * f1)
+
+
+def epipolar_inliers(points0, points1, threshold_px=EPIPOLAR_THRESHOLD_PX):
+    """
+    Return a bool [M] mask of matches consistent with one fundamental matrix.
+
+    ``points0``/``points1`` float [M, 2] pixels. RANSAC (deterministic for a
+    given match order: OpenCV samples from its own fixed-state generator) with a
+    ``threshold_px`` epipolar distance; with fewer than 8 matches nothing can be
+    verified and no match is kept.
+    """
+    count = len(points0)
+    if count < MIN_VERIFY_MATCHES:
+        return np.zeros(count, dtype=bool)
+    import cv2
+    _, mask = cv2.findFundamentalMat(np.asarray(points0, np.float64),
+                                     np.asarray(points1, np.float64), cv2.FM_RANSAC,
+                                     threshold_px, 0.999)
+    return np.zeros(count, dtype=bool) if mask is None else mask.reshape(-1) > 0
 
 
 def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_px=1.0):

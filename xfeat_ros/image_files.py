@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from xfeat_ros.errors import ImageError
+from xfeat_ros.image_codec import grey_pixels
 
 IMAGE_SUFFIXES = ('.png', '.jpg', '.jpeg', '.ppm', '.pgm', '.bmp', '.tif', '.tiff')
 
@@ -43,9 +44,7 @@ def read_image(path):
 
 def read_grey(path):
     """Read an image file as grey float32 [H, W] in [0, 1] (mean of R, G, B)."""
-    pixels, encoding = read_image(path)
-    scale = np.float32(65535.0 if encoding == 'mono16' else 255.0)
-    return (pixels.astype(np.float32) / scale).mean(axis=2, dtype=np.float32)
+    return grey_pixels(*read_image(path))
 
 
 def _stamp_ns(stem, unit_ns):

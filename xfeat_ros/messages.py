@@ -6,7 +6,7 @@ import array
 
 import numpy as np
 
-from xfeat_ros.encoding import decode_descriptors, encode_descriptors
+from xfeat_ros.descriptor_format import decode_descriptors, encode_descriptors
 from xfeat_ros.errors import MessagesMissingError
 from xfeat_ros.pipeline import Features
 
@@ -59,7 +59,7 @@ def keypoints_msg(header, features, tracks=None, encoding='float32'):
     :func:`xfeat_ros.tracks.next_tracks`, or None (empty track fields).
     ``encoding`` is how the descriptors travel: ``'float32'`` (the float32
     ``descriptors`` field), ``'float16'`` or ``'int8'`` (bytes in
-    ``descriptor_data``, see :mod:`xfeat_ros.encoding`), or ``'none'``.
+    ``descriptor_data``, see :mod:`xfeat_ros.descriptor_format`), or ``'none'``.
     """
     keypoints_type, _ = message_types()
     msg = keypoints_type()
@@ -109,7 +109,7 @@ def features_from_msg(msg):
     :class:`Features` of a received ``Keypoints`` message, descriptors decoded to float32.
 
     Descriptors are float32 [N, descriptor_size] for every encoding (float16
-    and int8 decoded as :func:`xfeat_ros.encoding.decode_descriptors` does),
+    and int8 decoded as :func:`xfeat_ros.descriptor_format.decode_descriptors` does),
     and float32 [N, 0] when the message carries none (encoding ``'none'``).
     """
     dim = int(msg.descriptor_size)
@@ -124,22 +124,6 @@ def features_from_msg(msg):
         descriptors = decode_descriptors(np.frombuffer(msg.descriptor_data, dtype=np.uint8),
                                          encoding, dim)
     return Features(keypoints, scores, descriptors, (msg.image_height, msg.image_width))
-
-
-def image_msg(pixels, encoding, stamp=None, frame_id=''):
-    """``sensor_msgs/Image`` from an [H, W, C] uint8/uint16 array (little-endian)."""
-    from sensor_msgs.msg import Image
-    msg = Image()
-    if stamp is not None:
-        msg.header.stamp = stamp
-    msg.header.frame_id = frame_id
-    msg.height, msg.width = int(pixels.shape[0]), int(pixels.shape[1])
-    msg.encoding = encoding
-    msg.is_bigendian = 0
-    msg.step = int(pixels.shape[1] * pixels.shape[2] * pixels.dtype.itemsize)
-    little = np.ascontiguousarray(pixels).astype(pixels.dtype.newbyteorder('<'), copy=False)
-    msg.data = _typed(little.view(np.uint8), np.uint8, 'B')
-    return msg
 
 
 # x, y, z (z = 0), score, track_id, track_age: one 32-byte little-endian point.

@@ -45,7 +45,8 @@ from xfeat_ros.core.stereo import StereoPairing
 from xfeat_ros.core.stream import CameraStream
 from xfeat_ros.engine import create_engine
 from xfeat_ros.errors import CameraModelError, ImageError, ParameterError, XFeatError
-from xfeat_ros.messages import image_msg, keypoint_cloud_msg, message_types, vins_feature_msg
+from xfeat_ros.image_codec import image_msg
+from xfeat_ros.messages import keypoint_cloud_msg, message_types, vins_feature_msg
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
                                   ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                   scheduler_config, unset_value, validate_parameter)

@@ -19,7 +19,7 @@ from xfeat_ros.core.scheduler import SchedulerConfig
 from xfeat_ros.core.stereo import parse_stereo_pairs
 from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
 from xfeat_ros.debug_image import COLOR_BY
-from xfeat_ros.encoding import ENCODINGS
+from xfeat_ros.descriptor_format import ENCODINGS
 from xfeat_ros.engine import BACKENDS, EngineConfig
 
 RELIABILITIES = ('reliable', 'best_effort')

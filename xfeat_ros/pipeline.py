@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from xfeat_ros.decode import decode_image_msg
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
+from xfeat_ros.image_codec import decode_image_msg
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.postprocess import detect
 from xfeat_ros.preprocess import to_model_space

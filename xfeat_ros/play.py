@@ -32,25 +32,12 @@ from xfeat_ros import dds
 from xfeat_ros.bag import is_bag, read_images
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, XFeatError
+from xfeat_ros.image_codec import convert_pixels, image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import image_msg
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
 SETTLE_S = 0.5
 ACK_TIMEOUT_S = 10.0
-
-
-def convert(pixels, encoding, target):
-    """Convert ``rgb8``/``mono8`` pixels to ``target`` (``keep``: unchanged)."""
-    if target in ('keep', encoding):
-        return pixels, encoding
-    if encoding == 'mono8':
-        pixels = pixels.repeat(3, axis=2)
-    if target == 'bgr8':
-        return pixels[:, :, ::-1].copy(), target
-    if target == 'mono8':
-        return pixels.mean(axis=2, keepdims=True).round().astype('uint8'), target
-    return pixels, 'rgb8'
 
 
 def stamp_msg(ns):
@@ -65,7 +52,7 @@ def load_frames(folder, encoding='keep', count=0):
         frames = frames[:count]
     out = []
     for stamp, path in frames:
-        pixels, enc = convert(*read_image(path), encoding)
+        pixels, enc = convert_pixels(*read_image(path), encoding)
         out.append((stamp, pixels, enc))
     return out
 

@@ -8,37 +8,15 @@ age + 1; an unmatched keypoint starts a new track (age 1) with the next id of
 the camera's counter, so ids are unique per camera and increase monotonically.
 Only matches that agree with the frame pair's epipolar geometry (a RANSAC
 fundamental matrix) carry a track on: a wrong match must not make an id jump
-across the image. The CPU path fits it here with OpenCV; the GPU path fits it
-on the device right after matching (:class:`xfeat_ros.gpu.ransac.EpipolarRansac`,
+across the image. The CPU path fits it with OpenCV
+(:func:`xfeat_ros.geometry.epipolar_inliers`); the GPU path fits it on the
+device right after matching (:class:`xfeat_ros.gpu.ransac.EpipolarRansac`,
 host reference :mod:`xfeat_ros.ransac`) and hands the mask to :func:`next_tracks`.
 """
 
 import numpy as np
 
-from xfeat_ros.ransac import MIN_MATCHES as MIN_VERIFY_MATCHES
-
-# Epipolar distance (px) within which a match may carry a track id across frames;
-# the one value of the host check (OpenCV) and the GPU engine's device check.
-EPIPOLAR_THRESHOLD_PX = 3.0
-
-
-def epipolar_inliers(points0, points1, threshold_px=EPIPOLAR_THRESHOLD_PX):
-    """
-    Return a bool [M] mask of matches consistent with one fundamental matrix.
-
-    ``points0``/``points1`` float [M, 2] pixels. RANSAC (deterministic for a
-    given match order: OpenCV samples from its own fixed-state generator) with a
-    ``threshold_px`` epipolar distance; with fewer than 8 matches nothing can be
-    verified and no match is kept.
-    """
-    count = len(points0)
-    if count < MIN_VERIFY_MATCHES:
-        return np.zeros(count, dtype=bool)
-    import cv2
-    _, mask = cv2.findFundamentalMat(np.asarray(points0, np.float64),
-                                     np.asarray(points1, np.float64), cv2.FM_RANSAC,
-                                     threshold_px, 0.999)
-    return np.zeros(count, dtype=bool) if mask is None else mask.reshape(-1) > 0
+from xfeat_ros.geometry import epipolar_inliers
 
 
 def propagate_tracks(count, next_id, previous_ids=None, previous_ages=None, idx0=None,

@@ -12,6 +12,6 @@ Data flow (none of these modules imports rclpy)::
          cloud, VINS features, stereo matches, debug image         vins.py
       -> a Sink: the node's publishers, or a bag writer
 
-The adapters (:mod:`xfeat_ros.node`, :mod:`xfeat_ros.offline`) own the
+The adapters (:mod:`xfeat_ros.node`, :mod:`xfeat_ros.tools.offline`) own the
 transport: subscriptions/publishers or bag reading/writing.
 """

@@ -19,7 +19,7 @@ from typing import Protocol
 from xfeat_ros.core.stereo import parse_stereo_pairs, verify_stereo
 from xfeat_ros.core.vins import model_mismatch, vins_columns, vins_part
 from xfeat_ros.debug_image import render_debug_image
-from xfeat_ros.decode import decode_image_msg
+from xfeat_ros.image_codec import decode_image_msg
 
 
 @dataclass(frozen=True)

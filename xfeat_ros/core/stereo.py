@@ -15,8 +15,8 @@ import numpy as np
 
 from xfeat_ros.camera import ideal_pixels
 from xfeat_ros.core.stream import stamp_ns
+from xfeat_ros.geometry import epipolar_inliers
 from xfeat_ros.pipeline import MatchResult
-from xfeat_ros.tracks import epipolar_inliers
 
 STEREO_WINDOW = 16  # frames per side waiting for a stereo partner
 

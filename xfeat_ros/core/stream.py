@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from xfeat_ros.decode import validate_layout
 from xfeat_ros.errors import ImageError, StampOrderError
+from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.preprocess import model_size
 from xfeat_ros.tracks import next_tracks
 

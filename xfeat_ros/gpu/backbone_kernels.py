@@ -16,6 +16,8 @@ CUDA graph capture is under way; outputs come from PyTorch's allocator.
 
 import numpy as np
 
+from xfeat_ros.gpu.kernels import CONV_BLOCK, CONV_CO  # injected into backbone.cu
+
 FUSE_THREADS = 256
 FUSE_MAX_BLOCKS = 4096
 
@@ -81,8 +83,6 @@ def launch_fuse_scales(kernel, x3, x4, x5, torch):
 # (in channels, out channels, stride) -> backbone.cu entry point
 DIRECT_CONVS = {(1, 4, 1): 'conv3x3_relu_1x4', (4, 8, 2): 'conv3x3_relu_4x8_s2',
                 (8, 8, 1): 'conv3x3_relu_8x8', (8, 24, 2): 'conv3x3_relu_8x24_s2'}
-CONV_BLOCK = (32, 8)  # must equal backbone.cu (CONV_BX, CONV_BY)
-CONV_CO = 8  # must equal backbone.cu
 
 
 def launch_conv3x3_relu(kernel, x, weight, bias, stride, torch):

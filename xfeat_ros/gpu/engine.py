@@ -44,18 +44,18 @@ import time
 
 import numpy as np
 
-from xfeat_ros.decode import validate_layout
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
+from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                    HostCopier, PinnedBuffer, TableRing, Workspace)
 from xfeat_ros.gpu.ransac import EpipolarRansac
+from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import EPIPOLAR_THRESHOLD_PX
 
 LOG = logging.getLogger(__name__)
 

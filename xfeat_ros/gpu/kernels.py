@@ -4,7 +4,9 @@
 Load the CUDA kernels of ``kernels/*.cu`` through CuPy (NVRTC at run time).
 
 Every ``.cu`` file has one memoized loader here. A loader prepends a
-``#define`` preamble (the macros named in the file's header comment) and
+``#define`` preamble (the macros named in the file's header comment: model
+constants and the launch shapes of :data:`LAUNCH_DEFINES`, which the Python
+launches use too, so both sides read one value) and
 compiles with fixed options, so the source compiled on the GPU is exactly the
 source :func:`variants` hands to the NVRTC compile test on CI.
 
@@ -48,11 +50,37 @@ FRAME_FIELDS = len(FRAME_TABLE)
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
 EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
-# Launch shapes of ransac.cu (injected as macros, used by xfeat_ros.gpu.ransac).
-RANSAC_SCORE_MODELS = 16
-RANSAC_SCORE_THREADS = 256
-RANSAC_REFINE_THREADS = 256
-RANSAC_HYPOTHESIS_THREADS = 64
+# Launch shapes shared by the Python launches (xfeat_ros.gpu.ops, .backbone_kernels,
+# .ransac) and the kernels: defined here only and injected into each file's preamble
+# (LAUNCH_DEFINES); the .cu files define none of them and check with #error the values
+# their thread mappings rely on.
+CONV_BLOCK = (32, 8)        # backbone.cu conv3x3_*: CONV_BX x CONV_BY pixels per block
+CONV_CO = 8                 # backbone.cu conv3x3_*: output channels per thread
+NMS_BLOCK = (32, 8)         # detect.cu nms_score: NMS_BX x NMS_BY threads per block
+RADIX_BITS = 16             # detect.cu: bits of one radix digit of the 64-bit top-K keys
+SELECT_THREADS = 1024       # detect.cu radix_select: threads of its one block per frame
+RANK_THREADS = 128          # detect.cu rank_sorted: threads per block
+NORM_PIXELS = 32            # describe.cu normalize_feats: pixels per block
+NORM_THREADS = 256          # describe.cu normalize_feats: threads per block
+MATCH_TILE = 64             # match.cu: side of a similarity tile (TILE)
+MATCH_THREADS = 256         # match.cu mnn_best: threads per tile
+COLLECT_THREADS = 1024      # match.cu mnn_collect: threads of its one block
+TC_THREADS = 256            # match.cu mnn_approx_tc / mnn_refine_tc: threads per tile
+RANSAC_SCORE_MODELS = 16    # ransac.cu ransac_score: models per block
+RANSAC_SCORE_THREADS = 256  # ransac.cu ransac_score: threads per block
+RANSAC_REFINE_THREADS = 256  # ransac.cu ransac_refine: threads of its one block
+RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (not injected)
+LAUNCH_DEFINES = {
+    'preprocess.cu': (),
+    'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),
+                  ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS)),
+    'describe.cu': (('NORM_PIXELS', NORM_PIXELS), ('NORM_THREADS', NORM_THREADS)),
+    'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
+                 ('COLLECT_THREADS', COLLECT_THREADS), ('TC_THREADS', TC_THREADS)),
+    'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS),
+                  ('REFINE_THREADS', RANSAC_REFINE_THREADS)),
+    'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO)),
+}
 
 
 @dataclass(frozen=True)
@@ -126,21 +154,23 @@ def frame_table_defines(*fields):
 def detect_variant():
     """Heatmap, NMS, scores and top-K."""
     return KernelVariant('detect.cu', (('CELL', CELL), ('NMS_RADIUS', NMS_RADIUS))
-                         + frame_table_defines('count', 'keypoints', 'scores', 'scales'),
-                         EXACT_OPTIONS)
+                         + frame_table_defines('count', 'keypoints', 'scores', 'scales')
+                         + LAUNCH_DEFINES['detect.cu'], EXACT_OPTIONS)
 
 
 def describe_variant(desc_dim=DESCRIPTOR_SIZE):
     """Feature normalisation and bicubic descriptor sampling."""
     return KernelVariant('describe.cu', (('DESC_DIM', int(desc_dim)),)
-                         + frame_table_defines('count', 'descriptors'), EXACT_OPTIONS)
+                         + frame_table_defines('count', 'descriptors')
+                         + LAUNCH_DEFINES['describe.cu'], EXACT_OPTIONS)
 
 
 def match_variant(desc_dim):
     """Mutual-NN matcher for one descriptor width (64 or 128)."""
     if desc_dim not in MATCH_WIDTHS:
         raise ValueError(f'no matcher for width {desc_dim} (built: {MATCH_WIDTHS})')
-    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),), BASE_OPTIONS)
+    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),) + LAUNCH_DEFINES['match.cu'],
+                         BASE_OPTIONS)
 
 
 def ransac_variant():
@@ -152,15 +182,13 @@ def ransac_variant():
                  ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
                  ('INVERSE_ITERATIONS', ransac.INVERSE_ITERATIONS),
                  ('CHOLESKY_SHIFT', repr(ransac.CHOLESKY_SHIFT)),
-                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS), ('SCORE_MODELS', RANSAC_SCORE_MODELS),
-                 ('SCORE_THREADS', RANSAC_SCORE_THREADS),
-                 ('REFINE_THREADS', RANSAC_REFINE_THREADS))
-    return KernelVariant('ransac.cu', constants, EXACT_OPTIONS)
+                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS))
+    return KernelVariant('ransac.cu', constants + LAUNCH_DEFINES['ransac.cu'], EXACT_OPTIONS)
 
 
 def backbone_variant():
-    """Fused elementwise steps of the PyTorch backbone (no macros)."""
-    return KernelVariant('backbone.cu', (), BASE_OPTIONS)
+    """Fused elementwise steps and small convolutions of the PyTorch backbone."""
+    return KernelVariant('backbone.cu', LAUNCH_DEFINES['backbone.cu'], BASE_OPTIONS)
 
 
 def variants():

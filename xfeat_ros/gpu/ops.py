@@ -29,21 +29,18 @@ import numpy as np
 
 from xfeat_ros.errors import DescriptorLayoutError
 from xfeat_ros.gpu import kernels
+# launch shapes the kernels are compiled with (injected into their preamble)
+from xfeat_ros.gpu.kernels import (COLLECT_THREADS, MATCH_THREADS, MATCH_TILE, NMS_BLOCK,
+                                   NORM_PIXELS, NORM_THREADS, RANK_THREADS, SELECT_THREADS,
+                                   TC_THREADS)
 
+# Block shapes of kernels written for any block size (Python-only choices).
 BLOCK_2D = (32, 8)
 BLOCK_1D = 256
 GRID_STRIDE_BLOCKS = 264  # 2 per SM on an H200; grid-stride loops cover any count
-SELECT_THREADS = 1024
-RANK_THREADS = 128
 DESCRIBE_WARPS = 8
-NORM_PIXELS = 32  # must equal describe.cu
-NORM_THREADS = 256  # must equal describe.cu
-MATCH_TILE = 64
-MATCH_THREADS = 256
-COLLECT_THREADS = 1024
-RADIX_BINS = 1 << 16
-RADIX_PASSES = 4
-TC_THREADS = 256  # must equal match.cu
+RADIX_BINS = 1 << kernels.RADIX_BITS
+RADIX_PASSES = 64 // kernels.RADIX_BITS  # digits of a 64-bit key
 # Candidates within this much of a row's / column's tensor-core maximum are
 # re-checked in FP32 (match.cu derives the bound: 2^-10 for unit vectors).
 TC_MARGIN = 2.0 ** -8
@@ -109,7 +106,7 @@ def decode_frames(raw, raw_stride, info, height, width, step, big_endian, out, s
     Decode ``frames`` images of one layout and resize them to model size, one launch.
 
     ``raw`` uint8 device bytes, frame f at ``f * raw_stride`` (each at least
-    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.decode.EncodingInfo`
+    ``step * height`` bytes), ``info`` the :class:`xfeat_ros.image_codec.EncodingInfo`
     of the encoding, ``out`` float32 [frames, mh, mw] (or [frames, 1, mh, mw])
     device array receiving grey in [0, 1].
     """
@@ -253,7 +250,7 @@ def nms_score(reliability, threshold, bufs, stream, frames=None):
     memset_async(bufs.count[:frames], 0, stream)
     kernel = function(kernels.detect_module(_device_id()), 'nms_score')
     with stream:
-        kernel((blocks(mw, 32), blocks(mh, 8), frames), (32, 8),
+        kernel((blocks(mw, NMS_BLOCK[0]), blocks(mh, NMS_BLOCK[1]), frames), NMS_BLOCK,
                (bufs.heatmap, reliability, np.int32(mh), np.int32(mw), np.float32(threshold),
                 bufs.keys, bufs.count, np.int32(bufs.keys.shape[-1]), bufs.hist))
 

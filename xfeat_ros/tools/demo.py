@@ -147,7 +147,8 @@ def run_node_and_play(frames, stamps, args, log_path):
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
-    from xfeat_ros.messages import image_msg, message_types
+    from xfeat_ros.image_codec import image_msg
+    from xfeat_ros.messages import message_types
     from xfeat_ros.play import stamp_msg
     keypoints_type, matches_type = message_types()
     params = {'input_qos_reliability': 'reliable', 'queue_size': 1000, 'top_k': args.top_k,

@@ -172,7 +172,7 @@ class FeatureStage:
     def _export(self, name, image):
         """Write a bag image as a file COLMAP can read (SIFT needs image files)."""
         import cv2
-        from xfeat_ros.decode import decode_image_msg
+        from xfeat_ros.image_codec import decode_image_msg
         grey = decode_image_msg(image)
         path = self.image_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)

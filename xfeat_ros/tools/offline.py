@@ -37,7 +37,7 @@ from xfeat_ros.core.scheduler import Scheduler, SchedulerConfig
 from xfeat_ros.core.stereo import StereoPairing
 from xfeat_ros.core.stream import CameraStream, stamp_ns
 from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
-from xfeat_ros.encoding import ENCODINGS
+from xfeat_ros.descriptor_format import ENCODINGS
 from xfeat_ros.engine import add_engine_args, create_engine, engine_config
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
 

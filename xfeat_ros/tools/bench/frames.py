@@ -4,10 +4,10 @@
 
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
+from xfeat_ros.image_codec import raw_image
 from xfeat_ros.tools.plumbing import REPO
 
 
@@ -62,9 +62,9 @@ def fit_resolution(pixels, width, height):
 
 def frame_message(pixels):
     """Wrap pixels as a ``sensor_msgs/Image``-like rgb8 frame (bytes, as from a driver)."""
-    height, width = pixels.shape[:2]
-    return SimpleNamespace(data=pixels.tobytes(), encoding='rgb8', height=height, width=width,
-                           step=width * 3, is_bigendian=0, pixels=pixels)
+    msg = raw_image(pixels, 'rgb8')
+    msg.pixels = pixels
+    return msg
 
 
 def parse_resolutions(text):

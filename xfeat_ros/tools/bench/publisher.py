@@ -80,7 +80,7 @@ def run_publisher(args):
     from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
-    from xfeat_ros.messages import image_msg
+    from xfeat_ros.image_codec import image_msg
     width, height = parse_resolutions(args.resolution)[0]
     images = [fit_resolution(img, width, height)
               for img in load_images(args.images, args.num_images)]

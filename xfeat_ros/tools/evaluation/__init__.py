@@ -29,7 +29,7 @@ Every method sees the same pairs: the xfeat_ros engines named by ``--backend``
 upstream XFeat itself (``detectAndCompute`` + ``match``, loaded with the same
 weights). With ``--descriptor-encoding`` the xfeat_ros methods are evaluated
 once per wire encoding of the descriptors (float32, float16, int8; see
-:mod:`xfeat_ros.encoding`): the descriptors are encoded and decoded after
+:mod:`xfeat_ros.descriptor_format`): the descriptors are encoded and decoded after
 extraction and matched by mutual NN as a consumer of the wire format would,
 and the tables add the encoded bytes per frame and the share of the engine's
 float32 matches reproduced. The output folder gets ``results.md``,

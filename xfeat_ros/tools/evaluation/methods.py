@@ -30,7 +30,7 @@ class EngineMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe an image into ``slot``; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.messages import image_msg
+        from xfeat_ros.image_codec import image_msg
         self.engine.submit(image_msg(pixels, encoding), self.slots[slot])
         self.engine.synchronize()
         self.keypoints[slot] = self.engine.features(self.slots[slot]).keypoints
@@ -88,7 +88,7 @@ class EncodedMethod:
     Run an :class:`EngineMethod` with its descriptors sent through a wire encoding.
 
     ``extract`` runs the engine, encodes its float32 [N, 64] descriptors with
-    :func:`xfeat_ros.encoding.encode_descriptors` and keeps the decoded float32
+    :func:`xfeat_ros.descriptor_format.encode_descriptors` and keeps the decoded float32
     [N, 64] copy; ``match`` is what a consumer of the wire format does:
     :func:`xfeat_ros.match.mutual_nn_match` on two decoded sets. Several
     encodings can wrap the same engine method (they share its slots; methods
@@ -99,7 +99,7 @@ class EncodedMethod:
 
     def __init__(self, method_engine, encoding, min_cossim):
         """Wrap ``method_engine`` (an :class:`EngineMethod`) for ``encoding``."""
-        from xfeat_ros.encoding import check_encoding
+        from xfeat_ros.descriptor_format import check_encoding
         check_encoding(encoding)
         self.inner = method_engine
         self.encoding = encoding
@@ -112,7 +112,7 @@ class EncodedMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe through the engine; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.encoding import decode_descriptors, encode_descriptors
+        from xfeat_ros.descriptor_format import decode_descriptors, encode_descriptors
         keypoints = self.inner.extract(slot, pixels, encoding)
         features = self.inner.engine.features(self.inner.slots[slot])
         wire = encode_descriptors(features.descriptors, self.encoding)
@@ -154,7 +154,7 @@ def descriptor_encodings(values):
     ``values`` None (the option not given) returns None. Raises
     :class:`xfeat_ros.errors.ParameterError` for an unknown name.
     """
-    from xfeat_ros.encoding import check_encoding
+    from xfeat_ros.descriptor_format import check_encoding
     if values is None:
         return None
     names = []

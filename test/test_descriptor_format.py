@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Descriptor wire encodings (xfeat_ros.encoding) and their effect on matching.
+Descriptor wire encodings (xfeat_ros.descriptor_format) and their effect on matching.
 
 Round-trip error bounds on random unit vectors, the exact little-endian
 layout, typed errors; mutual-NN agreement of decoded descriptors with float32
@@ -22,8 +22,9 @@ from golden_util import GOLDEN_PAIRS, load_golden
 import numpy as np
 import pytest
 
-from xfeat_ros.encoding import (bytes_per_descriptor, check_encoding, decode_descriptors,
-                                encode_descriptors, ENCODINGS, INT8_SCALE)
+from xfeat_ros.descriptor_format import (bytes_per_descriptor, check_encoding,
+                                         decode_descriptors, encode_descriptors, ENCODINGS,
+                                         INT8_SCALE)
 from xfeat_ros.errors import DescriptorLayoutError, ParameterError, XFeatError
 from xfeat_ros.image_files import read_image
 from xfeat_ros.match import mutual_nn_match

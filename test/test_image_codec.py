@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests of xfeat_ros.decode: sensor_msgs/Image bytes to grey float32.
+"""Unit tests of xfeat_ros.image_codec: sensor_msgs/Image bytes to grey float32 and back.
 
 The reference grey is computed independently in float64 from the raw
 channel values (mean of R, G, B divided by 255 or 65535), so the only
@@ -14,8 +14,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from xfeat_ros.decode import decode_image, decode_image_msg, image_array, validate_layout
 from xfeat_ros.errors import ImageError, ImageLayoutError, UnsupportedEncodingError
+from xfeat_ros.image_codec import (convert_pixels, decode_image, decode_image_msg, grey_pixels,
+                                   image_array, image_msg, raw_image, validate_layout)
 
 # float32 spacing at 1.0 is 1.19e-7; two roundings (scale, mean) stay below this.
 GREY_ATOL = 2.5e-7
@@ -269,3 +270,71 @@ def test_decoded_image_does_not_alias_input():
     before = grey.copy()
     data[:] = bytes(16)
     np.testing.assert_array_equal(grey, before)
+
+
+# -- encoding: pixels to messages -----------------------------------------------------------------
+
+@pytest.mark.parametrize('encoding', list(LAYOUTS))
+@pytest.mark.parametrize('pad', [0, 3])
+@pytest.mark.parametrize('bigendian', [False, True])
+def test_raw_image_round_trips_through_the_decoder(encoding, pad, bigendian):
+    rng = np.random.default_rng(11)
+    pixels, data, step = make_image(rng, encoding, 7, 9, pad, bigendian)
+    raw = raw_image(pixels, encoding, bigendian, pad, pad_byte=0xAB)
+    assert (raw.height, raw.width, raw.encoding, raw.step) == (7, 9, encoding, step)
+    assert raw.is_bigendian == int(bigendian) and isinstance(raw.data, bytes)
+    rows = np.frombuffer(raw.data, np.uint8).reshape(7, step)
+    reference = np.frombuffer(data, np.uint8).reshape(7, step)  # the test's own packing
+    np.testing.assert_array_equal(rows[:, :step - pad], reference[:, :step - pad])
+    assert np.all(rows[:, step - pad:] == 0xAB)
+    np.testing.assert_array_equal(image_array(raw.data, encoding, 7, 9, step, bigendian),
+                                  pixels)
+    np.testing.assert_array_equal(decode_image_msg(raw), grey_pixels(pixels, encoding))
+    np.testing.assert_allclose(decode_image_msg(raw), reference_grey(pixels, encoding),
+                               atol=GREY_ATOL, rtol=0)
+
+
+def test_raw_image_of_no_pixels_and_unknown_encodings():
+    empty = raw_image(np.zeros((0, 0, 1), np.uint8), 'mono8')
+    assert (empty.height, empty.width, empty.step, empty.data) == (0, 0, 0, b'')
+    float_image = raw_image(np.zeros((2, 3, 1), np.float32), '32FC1')  # sent as given
+    assert float_image.step == 12 and len(float_image.data) == 24
+    with pytest.raises(UnsupportedEncodingError):
+        decode_image_msg(float_image)
+
+
+@pytest.mark.parametrize('pixels,encoding', [
+    (np.zeros((4, 4, 1), np.uint8), 'rgb8'), (np.zeros((4, 4, 3), np.uint16), 'rgb8'),
+    (np.zeros((4, 4, 1), np.uint8), 'mono16'), (np.zeros((4, 4, 1), np.int8), 'mono8'),
+    (np.zeros((4, 4), np.uint8), 'mono8')], ids=['channels', 'depth', 'mono16', 'signed', '2d'])
+def test_raw_image_refuses_pixels_that_do_not_fit(pixels, encoding):
+    with pytest.raises(ImageLayoutError):
+        raw_image(pixels, encoding)
+
+
+@pytest.mark.parametrize('bigendian', [False, True])
+def test_image_msg_is_the_raw_layout(bigendian):
+    msg_module = pytest.importorskip('sensor_msgs.msg', reason='sensor_msgs (ROS 2) is missing')
+    from builtin_interfaces.msg import Time
+    pixels = np.random.default_rng(5).integers(0, 65536, (5, 6, 1), dtype=np.uint16)
+    msg = image_msg(pixels, 'mono16', Time(sec=3, nanosec=4), 'cam', bigendian, pad=2)
+    assert isinstance(msg, msg_module.Image)
+    raw = raw_image(pixels, 'mono16', bigendian, pad=2)
+    assert (msg.height, msg.width, msg.encoding, msg.is_bigendian, msg.step) == (
+        raw.height, raw.width, raw.encoding, raw.is_bigendian, raw.step)
+    assert bytes(msg.data) == raw.data
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (3, 4, 'cam')
+    np.testing.assert_array_equal(decode_image_msg(msg), grey_pixels(pixels, 'mono16'))
+
+
+def test_convert_encodings():
+    rgb = np.random.default_rng(0).integers(0, 256, (4, 5, 3), dtype=np.uint8)
+    bgr, enc = convert_pixels(rgb, 'rgb8', 'bgr8')
+    assert enc == 'bgr8' and np.array_equal(bgr[:, :, ::-1], rgb)
+    mono, enc = convert_pixels(rgb, 'rgb8', 'mono8')
+    assert enc == 'mono8' and mono.shape == (4, 5, 1)
+    np.testing.assert_array_equal(mono[:, :, 0], np.round(rgb.mean(axis=2)))
+    assert convert_pixels(rgb, 'rgb8', 'keep')[0] is rgb
+    grey = rgb[:, :, :1]
+    colour, enc = convert_pixels(grey, 'mono8', 'rgb8')
+    assert enc == 'rgb8' and np.array_equal(colour, grey.repeat(3, axis=2))

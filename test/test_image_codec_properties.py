@@ -15,8 +15,8 @@ import tracemalloc
 
 from hypothesis import given, HealthCheck, settings, strategies as st
 import numpy as np
-from xfeat_ros.decode import decode_image, ENCODINGS
 from xfeat_ros.errors import ImageError
+from xfeat_ros.image_codec import decode_image, ENCODINGS
 
 # sensor_msgs/image_encodings names (REP 104 and the header file).
 ROS_ENCODINGS = [
@@ -30,7 +30,7 @@ CHANNELS = {'mono8': (1, 1), 'mono16': (1, 2), 'rgb8': (3, 1), 'bgr8': (3, 1),
 
 
 def reference(data, encoding, height, width, step, bigendian):
-    """Decode the obvious way (independent of xfeat_ros.decode)."""
+    """Decode the obvious way (independent of xfeat_ros.image_codec)."""
     channels, size = CHANNELS[encoding]
     rows = np.frombuffer(data, np.uint8).reshape(height, step)[:, :width * channels * size]
     if size == 2:

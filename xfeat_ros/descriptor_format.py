@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Wire encodings of descriptors: float32, float16 and symmetric int8 (pure NumPy).
+Descriptor wire format: float32, float16 and symmetric int8 encodings (pure NumPy).
 
 A descriptor set is float32 [N, D] with unit-length rows. It is carried as a
 flat uint8 array of ``N * D * itemsize`` bytes, row-major, every value
