@@ -66,7 +66,7 @@ def topic(camera, name):
 
 
 def ros_header(header):
-    """The ``std_msgs/Header`` of an image header (a raw image's :class:`Header` is converted)."""
+    """Return the ``std_msgs/Header`` of an image header (a raw image's one converted)."""
     return header_msg(header) if isinstance(header, Header) else header
 
 
