@@ -31,6 +31,14 @@ def test_final_counts_and_node_counts():
     assert plumbing.parse_final_counts('no such line') is None
 
 
+def test_stage_medians_line():
+    log = ("[INFO] [2.0] [xfeat]: final counts: {'cam0': {'published': 12}}\n"
+           "[INFO] [2.1] [xfeat]: stage medians, ms: {'cam0': {'queue': 0.05, 'device': 1.2}}\n")
+    assert plumbing.parse_stage_medians(log) == {'cam0': {'queue': 0.05, 'device': 1.2}}
+    assert plumbing.parse_final_counts(log) == {'cam0': {'published': 12}}
+    assert plumbing.parse_stage_medians('final counts: {}') is None
+
+
 def test_header_from_cdr():
     # CDR little endian: encapsulation, sec, nanosec, frame_id length (with NUL), chars
     raw = (b'\x00\x01\x00\x00' + (1234).to_bytes(4, 'little') + (5678).to_bytes(4, 'little')

@@ -77,14 +77,19 @@ def test_zero_keypoints_are_a_normal_frame():
 def test_published_timings_and_stages():
     stream = CameraStream('')
     item = stream.accept(frame_msg(0, stamp_s=time.time() - 0.5), 1.0)
-    item.marks.update(queue=1.01, device=1.1, handoff=1.15)
+    item.marks.update(queue=1.01, submit=1.02, device=1.1, results=1.11, handoff=1.15,
+                      tracks=1.16, publish=1.2)
     stream.published(item, 1.25)
     times, latency = stream.timings()
     assert times == [1.25] and latency == [250.0] and stream.counts()['published'] == 1
     stages = stream.stage_medians()
-    assert list(stages) == ['transport', 'queue', 'device', 'handoff', 'output']
+    assert list(stages) == ['transport', 'queue', 'submit', 'device', 'results', 'handoff',
+                            'tracks', 'publish', 'output']
     assert 500 <= stages['transport'] < 5000  # the stamp was half a second old on receipt
-    np.testing.assert_allclose([stages[s] for s in STAGES[1:]], [10, 90, 50, 100], atol=1e-6)
+    np.testing.assert_allclose([stages[s] for s in STAGES[1:]],
+                               [10, 10, 80, 10, 40, 10, 40, 50], atol=1e-6)
+    # The stages after receipt add up to the node's own latency.
+    assert sum(stages[s] for s in STAGES[1:]) == pytest.approx(latency[0])
     unstamped = stream.accept(frame_msg(1, stamp_s=0.0), 2.0)
     assert unstamped.transport_ms is None
     replayed = CameraStream('bag').accept(frame_msg(2, stamp_s=1403715273.0), 3.0)

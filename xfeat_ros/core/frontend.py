@@ -108,7 +108,9 @@ class FrontEnd:
         stream = self.streams[done.item.camera]
         done.item.marks['handoff'] = time.monotonic()
         out = stream.advance(done)
+        done.item.marks['tracks'] = time.monotonic()
         self.sink.publish_frame(out)
+        done.item.marks['publish'] = time.monotonic()
         if out.size_changed:
             stream.count('matches_empty_size_change')
             self.report.warning(

@@ -282,7 +282,7 @@ class Scheduler:
                 self.stereo.offer(frame, self._match_pair)
         now = time.monotonic()
         for frame in done:
-            frame.item.marks['device'] = now
+            frame.item.marks['results'] = now
         return done
 
     def _apply_settings(self):
@@ -312,7 +312,11 @@ class Scheduler:
         taken = self._submit_group(group, last) if group_submit(engine) else None
         if taken is None:
             taken = self._submit_each(group, last)
+        submitted = time.monotonic()
         engine.synchronize()
+        synchronized = time.monotonic()
+        for item, _, _ in taken:
+            item.marks.update(submit=submitted, device=synchronized)
         done = []
         results = engine.results([entry.slot for _, entry, _ in taken])
         for (item, entry, previous), (features, matches) in zip(taken, results):

@@ -25,9 +25,13 @@ from xfeat_ros.tracks import next_tracks
 TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage figures
 # Stages of a frame's latency, each from the previous mark to its own (see Pending.marks):
 # transport (image stamp -> receipt, wall clock: meaningful when the camera stamps with
-# this machine's clock), queue (-> taken into a group), device (-> the group is back from
-# the engine), handoff (-> the output thread starts it), output (-> all outputs sent).
-STAGES = ('transport', 'queue', 'device', 'handoff', 'output')
+# this machine's clock), queue (-> taken into a group), submit (-> the group is enqueued on
+# the engine: host work; the CPU engine computes here), device (-> the engine's synchronize
+# returns), results (-> features and matches are on the host, stereo matched), handoff
+# (-> the output thread starts the frame), tracks (-> track ids assigned), publish
+# (-> Keypoints and Matches serialized and published), output (-> every other output sent).
+STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'tracks', 'publish',
+          'output')
 TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
 
 

@@ -190,12 +190,17 @@ def stop_process(process, timeout=20.0):
     return process.returncode
 
 
-def parse_final_counts(log_text):
+def parse_final_counts(log_text, line='final counts'):
     """Per-camera counters of the node's last ``final counts: {...}`` log line, else None."""
-    found = re.findall(r'final counts: (\{.*\})', log_text)
+    found = re.findall(re.escape(line) + r': (\{.*\})', log_text)
     if not found:
         return None
     try:
         return ast.literal_eval(found[-1])
     except (ValueError, SyntaxError):
         return None
+
+
+def parse_stage_medians(log_text):
+    """Per camera ``{stage: median ms}`` of the node's ``stage medians, ms: {...}`` line."""
+    return parse_final_counts(log_text, 'stage medians, ms')

@@ -24,8 +24,8 @@ from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
 from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
 from xfeat_ros.tools.bench.stats import cpu_percent, latency_summary
-from xfeat_ros.tools.plumbing import (environment, parse_final_counts, run_text,
-                                      start_node as start_node_process, stop_process)
+from xfeat_ros.tools.plumbing import (environment, parse_final_counts, parse_stage_medians,
+                                      run_text, start_node as start_node_process, stop_process)
 
 LOG = logging.getLogger('xfeat_bench')
 
@@ -252,7 +252,8 @@ def run_node_config(args, cameras_count, rate, log_dir):
             code = stop_process(node)
             rows = list(collector.received)
             collector.close()
-    final = parse_final_counts(node_log_path.read_text(errors='replace'))
+    node_log_text = node_log_path.read_text(errors='replace')
+    final = parse_final_counts(node_log_text)
     received, processed = node_counts(final, run.warm_published, run.warm_delivered)
     measured = [row for row in rows if not row[1].startswith('w')]
     latencies = [(recv - stamp) / 1e6 for _, _, stamp, recv in measured]
@@ -277,6 +278,7 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'gpu_memory_mib': run.memory[0], 'gpu_memory_source': run.memory[1],
         'warmup': {'published': run.warm_published, 'delivered': run.warm_delivered},
         'node_exit_code': code, 'node_counts': final,
+        'node_stage_medians_ms': parse_stage_medians(node_log_text),
         'publisher_reports': run.reports,
         'latencies_ms': [round(v, 3) for v in latencies]})
     return result
