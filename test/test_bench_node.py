@@ -31,6 +31,12 @@ def test_final_counts_and_node_counts():
     assert plumbing.parse_final_counts('no such line') is None
 
 
+def test_node_wrapper_prefix():
+    assert node.node_wrapper(None, '8x120') == []
+    assert node.node_wrapper('py-spy record -o "/tmp/p {label}.txt" --', '8x120') == \
+        ['py-spy', 'record', '-o', '/tmp/p 8x120.txt', '--']
+
+
 def test_stage_medians_line():
     log = ("[INFO] [2.0] [xfeat]: final counts: {'cam0': {'published': 12}}\n"
            "[INFO] [2.1] [xfeat]: stage medians, ms: {'cam0': {'queue': 0.05, 'device': 1.2}}\n")

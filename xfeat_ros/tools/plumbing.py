@@ -160,9 +160,12 @@ def node_command(params, extra_args=()):
     return command
 
 
-def start_node(params, log, extra_args=()):
+def start_node(params, log, extra_args=(), wrapper=()):
     """
     Start ``xfeat_node`` with ``params`` (``{name: value}``); returns its ``Popen``.
+
+    ``wrapper``: a command prefix the node runs under (a profiler such as
+    ``py-spy record -o out.txt --``), empty for none.
 
     Its stdout and stderr go to ``log``, an open file or a path (opened here;
     the child keeps its own handle). The child inherits this process's
@@ -170,12 +173,11 @@ def start_node(params, log, extra_args=()):
     and runs unbuffered so that its log is current.
     """
     env = dict(os.environ, PYTHONUNBUFFERED='1')
+    command = [*wrapper, *node_command(params, extra_args)]
     if isinstance(log, (str, Path)):
         with open(log, 'w') as handle:
-            return subprocess.Popen(node_command(params, extra_args), stdout=handle,
-                                    stderr=subprocess.STDOUT, env=env)
-    return subprocess.Popen(node_command(params, extra_args), stdout=log,
-                            stderr=subprocess.STDOUT, env=env)
+            return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 def stop_process(process, timeout=20.0):

@@ -97,6 +97,10 @@ def build_parser():
                       help='stop draining after this long without a new Keypoints (s)')
     node.add_argument('--domain-id', type=int, help='ROS_DOMAIN_ID (default: kept, else '
                       'from the process id)')
+    node.add_argument('--node-wrapper', metavar='COMMAND',
+                      help='run the node under this command prefix, e.g. a profiler: '
+                           '"py-spy record --gil -f raw -o /tmp/{label}.txt --" '
+                           '({label}: the configuration)')
     node.add_argument('--log-dir', help='node and publisher logs (default: a temporary folder)')
     dds.add_profile_argument(node)
     node.add_argument('--png', help='write the latency histogram here')

@@ -13,6 +13,7 @@ what arrived into rates, counts, latencies, CPU load and GPU memory.
 import logging
 import os
 from pathlib import Path
+import shlex
 import sys
 import tempfile
 import time
@@ -123,13 +124,19 @@ class Collector:
         self.rclpy.shutdown(context=self.context)
 
 
-def start_node(args, cameras, log):
+def node_wrapper(text, label):
+    """Return the ``--node-wrapper`` command prefix of configuration ``label``."""
+    return [word.replace('{label}', label) for word in shlex.split(text or '')]
+
+
+def start_node(args, cameras, log, label=''):
     """Start ``xfeat_node`` for ``cameras`` with the bench's parameters."""
     return start_node_process(
         {'cameras': cameras, 'backend': args.backend, 'weights': args.weights,
          'gpu': args.gpu, 'num_threads': args.threads, 'top_k': args.top_k,
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
-         'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log)
+         'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log,
+        wrapper=node_wrapper(getattr(args, 'node_wrapper', None), label))
 
 
 def split_cameras(cameras, processes):
@@ -238,7 +245,7 @@ def run_node_config(args, cameras_count, rate, log_dir):
     run.baseline_mib = gpu_memory_used_mib()
     collector = Collector(cameras)
     with open(node_log_path, 'w') as node_log, open(pub_log_path, 'w') as pub_log:
-        node = start_node(args, cameras, node_log)
+        node = start_node(args, cameras, node_log, label)
         publishers = [PublisherProcess(group, args, pub_log)
                       for group in split_cameras(cameras, args.publisher_processes)]
         try:
