@@ -21,7 +21,6 @@ reports per-camera health on ``/diagnostics``.
 """
 
 from dataclasses import dataclass, field
-import os
 import signal
 import sys
 import threading
@@ -56,12 +55,6 @@ from xfeat_ros.weights import weights_summary
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
 REJECT_LOG_PERIOD_S = 2.0
-# The interpreter's thread switch interval: 5 ms by default, which a thread waking from
-# C (the executor after rcl_wait, the device thread after synchronize) can wait behind a
-# busy one. The node's three threads hand frames to each other every frame
-# (bench/NOTES.md, GIL switch interval); XFEAT_ROS_SWITCH_INTERVAL_S overrides it for
-# measurements.
-SWITCH_INTERVAL_S = 0.0002
 DIAGNOSTICS_WINDOW_S = 5.0
 LOST = ('dropped_queue_full', 'dropped_shutdown', 'dropped_engine_failure',
         'dropped_internal_error', 'dropped_output_error', 'lost_before_node')
@@ -489,8 +482,6 @@ def main(args=None):
     from xfeat_ros.cli import node_help
     if node_help(args):  # --help / -h before --ros-args: usage, not a node
         return 0
-    sys.setswitchinterval(float(os.environ.get('XFEAT_ROS_SWITCH_INTERVAL_S',
-                                               SWITCH_INTERVAL_S)))
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # SIGINT too: a process started in the background of a shell inherits it ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
