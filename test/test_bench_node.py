@@ -96,3 +96,43 @@ def test_node_mode_end_to_end(shared_dir, tmp_path):
     png2 = tmp_path / 'again.png'
     run_bench(['plot', str(out), '--png', str(png2)], 60)
     assert png2.stat().st_size > 1000
+
+
+class _Args:
+    node_processes = 3
+    node_wrapper = None
+    backend = 'pytorch'
+    weights = 'w.npz'
+    gpu = 0
+    threads = 0
+    top_k = 4096
+    max_frames_in_flight = 8
+    queue_size = 1
+
+
+def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
+    started = []
+
+    class Child:
+        def __init__(self, pid):
+            self.pid = pid
+
+        def poll(self):
+            return None
+
+    def fake_start(params, log, extra_args=(), wrapper=()):
+        started.append((params['cameras'], tuple(extra_args)))
+        return Child(len(started))
+    monkeypatch.setattr(node, 'start_node_process', fake_start)
+    group = node.NodeGroup(_Args(), [f'cam{i}' for i in range(8)], tmp_path, '8x120')
+    assert [cams for cams, _ in started] == [['cam0', 'cam3', 'cam6'], ['cam1', 'cam4', 'cam7'],
+                                             ['cam2', 'cam5']]
+    assert [extra for _, extra in started] == [('-r', f'__node:=xfeat_{k}') for k in range(3)]
+    assert group.pids == [1, 2, 3] and group.poll() is None
+    assert [p.name for p in group.log_paths] == [f'node_8x120_{k}.log' for k in range(3)]
+    for k, path in enumerate(group.log_paths):
+        path.write_text(f"final counts: {{'cam{k}': {{'published': {k}}}}}\n")
+    assert group.merged_log_lines(plumbing.parse_final_counts) == \
+        {'cam0': {'published': 0}, 'cam1': {'published': 1}, 'cam2': {'published': 2}}
+    group.log_paths[1].write_text('no counts\n')
+    assert group.merged_log_lines(plumbing.parse_final_counts) is None

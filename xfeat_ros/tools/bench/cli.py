@@ -23,6 +23,14 @@ from xfeat_ros.tools.bench.publisher import ENCODINGS, RELIABLE_DEPTH, run_publi
 from xfeat_ros.tools.bench.report import plot_latencies
 
 
+def _at_least_one(text):
+    """Argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'must be at least 1, got {value}')
+    return value
+
+
 def _pipeline_args(parser, cpu):
     parser.add_argument('--resolutions', default='640x480' if cpu else DEFAULT_RESOLUTIONS,
                         help='WxH list (default: %(default)s)')
@@ -97,6 +105,9 @@ def build_parser():
                       help='stop draining after this long without a new Keypoints (s)')
     node.add_argument('--domain-id', type=int, help='ROS_DOMAIN_ID (default: kept, else '
                       'from the process id)')
+    node.add_argument('--node-processes', type=_at_least_one, default=1,
+                      help='node processes the cameras are dealt over, each a full xfeat_node '
+                           'with its own interpreter (default %(default)s: one node)')
     node.add_argument('--node-wrapper', metavar='COMMAND',
                       help='run the node under this command prefix, e.g. a profiler: '
                            '"py-spy record --gil -f raw -o /tmp/{label}.txt --" '

@@ -129,14 +129,61 @@ def node_wrapper(text, label):
     return [word.replace('{label}', label) for word in shlex.split(text or '')]
 
 
-def start_node(args, cameras, log, label=''):
-    """Start ``xfeat_node`` for ``cameras`` with the bench's parameters."""
+def start_node(args, cameras, log, label='', name=None):
+    """Start ``xfeat_node`` for ``cameras`` with the bench's parameters (``name``: its node)."""
     return start_node_process(
         {'cameras': cameras, 'backend': args.backend, 'weights': args.weights,
          'gpu': args.gpu, 'num_threads': args.threads, 'top_k': args.top_k,
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
          'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log,
+        extra_args=('-r', f'__node:={name}') if name else (),
         wrapper=node_wrapper(getattr(args, 'node_wrapper', None), label))
+
+
+class NodeGroup:
+    """
+    The node processes of one configuration (``--node-processes``), seen as one.
+
+    Cameras are dealt over the processes as over the publishers; each process
+    logs to its own file. ``poll`` is None while all run.
+    """
+
+    def __init__(self, args, cameras, log_dir, label):
+        """Start one node per camera group (named ``xfeat_<k>`` when there are several)."""
+        groups = split_cameras(cameras, getattr(args, 'node_processes', 1))
+        single = len(groups) == 1
+        self.log_paths = [Path(log_dir) / (f'node_{label}.log' if single else
+                                           f'node_{label}_{k}.log') for k in range(len(groups))]
+        self.processes = []
+        for k, (group, path) in enumerate(zip(groups, self.log_paths)):
+            with open(path, 'w') as log:
+                self.processes.append(start_node(args, group, log, label,
+                                                 None if single else f'xfeat_{k}'))
+
+    def poll(self):
+        """Return the first exit code among the processes, None while all run."""
+        codes = [p.poll() for p in self.processes]
+        return next((c for c in codes if c is not None), None)
+
+    @property
+    def pids(self):
+        """Process ids of the nodes."""
+        return [p.pid for p in self.processes]
+
+    def stop(self):
+        """Stop every node; return the worst exit code."""
+        codes = [stop_process(p) for p in self.processes]
+        return next((c for c in codes if c), codes[0] if codes else None)
+
+    def merged_log_lines(self, parse):
+        """Merge the per-camera dicts ``parse`` reads from each log (None if any lacks it)."""
+        merged = {}
+        for path in self.log_paths:
+            part = parse(path.read_text(errors='replace'))
+            if part is None:
+                return None
+            merged.update(part)
+        return merged
 
 
 def split_cameras(cameras, processes):
@@ -200,7 +247,7 @@ def _measure(args, rate, collector, node, publishers, run):
     run.warm_delivered = len(collector.received)
     collector.received.clear()
 
-    before = proc_cpu_ticks(node.pid)
+    before = _cpu_ticks(node.pids)
     start = time.monotonic()
     for pub in publishers:
         pub.send(f'go {rate} {args.duration}')
@@ -217,7 +264,7 @@ def _measure(args, rate, collector, node, publishers, run):
                 raise RuntimeError(f'a publisher process exited ({pub.process.returncode})')
     if pending:
         raise RuntimeError('a publisher process did not report')
-    run.ticks = (before, proc_cpu_ticks(node.pid))
+    run.ticks = (before, _cpu_ticks(node.pids))
     run.wall_s = time.monotonic() - start
     published = sum(sum(r['published']) for r in run.reports)
     # Drain: the node finishes its queues; stop when all arrived or nothing new for a while.
@@ -229,7 +276,20 @@ def _measure(args, rate, collector, node, publishers, run):
             last_count, last_change = len(collector.received), time.monotonic()
         elif time.monotonic() - last_change > args.drain_idle:
             break
-    run.memory = gpu_memory_of(node.pid, run.baseline_mib)
+    run.memory = _gpu_memory(node.pids, run.baseline_mib)
+
+
+def _cpu_ticks(pids):
+    ticks = [proc_cpu_ticks(pid) for pid in pids]
+    return None if any(t is None for t in ticks) else sum(ticks)
+
+
+def _gpu_memory(pids, baseline_mib):
+    readings = [gpu_memory_of(pid, baseline_mib if len(pids) == 1 else None) for pid in pids]
+    if any(mib is None for mib, _ in readings):
+        return None, readings[0][1] if len(pids) == 1 else 'n/a (a node pid not listed)'
+    return sum(mib for mib, _ in readings), readings[0][1] + (
+        f', sum of {len(pids)} node processes' if len(pids) > 1 else '')
 
 
 def run_node_config(args, cameras_count, rate, log_dir):
@@ -239,13 +299,13 @@ def run_node_config(args, cameras_count, rate, log_dir):
     result = {'label': label, 'cameras': cameras_count, 'rate_hz': rate,
               'target_hz': cameras_count * rate if rate > 0 else None,
               'duration_s': args.duration, 'error': None}
-    node_log_path = Path(log_dir) / f'node_{label}.log'
     pub_log_path = Path(log_dir) / f'publisher_{label}.log'
     run = _Run()
     run.baseline_mib = gpu_memory_used_mib()
     collector = Collector(cameras)
-    with open(node_log_path, 'w') as node_log, open(pub_log_path, 'w') as pub_log:
-        node = start_node(args, cameras, node_log, label)
+    with open(pub_log_path, 'w') as pub_log:
+        node = NodeGroup(args, cameras, log_dir, label)
+        node_log_path = node.log_paths[0]
         publishers = [PublisherProcess(group, args, pub_log)
                       for group in split_cameras(cameras, args.publisher_processes)]
         try:
@@ -256,11 +316,10 @@ def run_node_config(args, cameras_count, rate, log_dir):
         finally:
             for pub in publishers:
                 pub.stop()
-            code = stop_process(node)
+            code = node.stop()
             rows = list(collector.received)
             collector.close()
-    node_log_text = node_log_path.read_text(errors='replace')
-    final = parse_final_counts(node_log_text)
+    final = node.merged_log_lines(parse_final_counts)
     received, processed = node_counts(final, run.warm_published, run.warm_delivered)
     measured = [row for row in rows if not row[1].startswith('w')]
     latencies = [(recv - stamp) / 1e6 for _, _, stamp, recv in measured]
@@ -285,7 +344,8 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'gpu_memory_mib': run.memory[0], 'gpu_memory_source': run.memory[1],
         'warmup': {'published': run.warm_published, 'delivered': run.warm_delivered},
         'node_exit_code': code, 'node_counts': final,
-        'node_stage_medians_ms': parse_stage_medians(node_log_text),
+        'node_processes': len(node.processes),
+        'node_stage_medians_ms': node.merged_log_lines(parse_stage_medians),
         'publisher_reports': run.reports,
         'latencies_ms': [round(v, 3) for v in latencies]})
     return result
@@ -307,6 +367,7 @@ def run_node(args):
                             'queue_size': args.queue_size, 'input_qos_reliability': 'reliable',
                             'warmup_frames_per_camera': args.warmup_frames,
                             'publisher_processes': args.publisher_processes,
+                            'node_processes': args.node_processes,
                             'images': str(args.images), 'ros_domain_id': domain,
                             'ros_automatic_discovery_range': 'LOCALHOST',
                             'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
