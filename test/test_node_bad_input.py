@@ -64,7 +64,13 @@ def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipel
         offline = cpu_pipeline.extract(
             (frames[1][0].astype(np.float32) / 255).mean(axis=2, dtype=np.float32))
         online = features_from_msg(got[1])
-        np.testing.assert_allclose(online.keypoints, offline.keypoints, atol=1e-4)
+        # The same keypoints and scores; keypoints whose scores tie to float rounding may
+        # swap places (the node's ONNX Runtime threads round differently: seen on the
+        # 16-core GPU machine), so rows are compared in position order.
+        assert online.keypoints.shape == offline.keypoints.shape
+        on, off = (np.lexsort(f.keypoints.T) for f in (online, offline))
+        np.testing.assert_allclose(online.keypoints[on], offline.keypoints[off], atol=1e-4)
+        np.testing.assert_allclose(online.scores[on], offline.scores[off], atol=1e-5)
         assert matched[0].previous_stamp == got[0].header.stamp
         assert len(matched[0].current_indices) > 300
     finally:
