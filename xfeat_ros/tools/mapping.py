@@ -296,7 +296,7 @@ def run(args, command='xfeat_map'):
         'cameras': {key: {'model': name, 'params': params} for key, (name, params) in
                     ((k, colmap_db.colmap_camera(m)) for k, m in source.cameras.items())},
         'engine': None if engine is None else {
-            'name': engine.name, 'device': getattr(engine, 'device', 'cpu'),
+            'name': engine.name, 'device': engine.device,
             'top_k': args.top_k, 'threshold': args.threshold, 'weights': args.weights},
         'min_cossim': args.min_cossim, 'counts': {**stage.counts, **source.counts},
         'versions': _versions(pycolmap, evo), 'machine': platform.platform()}

@@ -13,6 +13,7 @@ import time
 
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cli import error_line, one_line_errors
+from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import DatasetError, ParameterError, XFeatError
 from xfeat_ros.geometry import HOMOGRAPHY_METHODS
 from xfeat_ros.tools.evaluation import __doc__ as DOC
@@ -47,9 +48,12 @@ def build_parser():
     parser.add_argument('--weights', default='', help='weights (.pt or .npz); empty: lookup')
     parser.add_argument('--gpu', type=int, default=0, help='CUDA device of GPU backends')
     parser.add_argument('--threads', type=int, default=0, help='ONNX Runtime threads (0: auto)')
-    parser.add_argument('--top-k', type=int, default=4096)
-    parser.add_argument('--threshold', type=float, default=0.05, help='detection threshold')
-    parser.add_argument('--min-cossim', type=float, default=0.82)
+    parser.add_argument('--top-k', type=int, default=TOP_K,
+                        help='keypoints per image (default %(default)s)')
+    parser.add_argument('--threshold', type=float, default=THRESHOLD,
+                        help='detection threshold (default %(default)s)')
+    parser.add_argument('--min-cossim', type=float, default=MIN_COSSIM,
+                        help='matches need cosine above this (default %(default)s)')
     parser.add_argument('--upstream', type=Path,
                         help='upstream XFeat checkout (holds modules/; needs torch, tqdm)')
     parser.add_argument('--upstream-device', default='cpu', help='torch device for upstream')
