@@ -9,16 +9,24 @@ Usage::
     ros2 launch xfeat_ros xfeat.launch.py cameras:=left,right \\
         remappings:='left/image:=/stereo/left/image_raw right/image:=/stereo/right/image_raw'
     ros2 launch xfeat_ros xfeat.launch.py params_file:=my.yaml weights:=/data/xfeat.pt
+    ros2 launch xfeat_ros xfeat.launch.py cameras:=c0,c1,c2,c3 node_processes:=2
 
 Arguments (``ros2 launch xfeat_ros xfeat.launch.py --show-args``): ``image``,
 ``cameras``, ``remappings``, ``namespace``, ``params_file``, ``backend``,
-``weights`` and ``dds_profile``. Outputs (``keypoints``, ``matches``, ...) are
+``weights``, ``dds_profile`` and ``node_processes``. Outputs (``keypoints``, ``matches``, ...) are
 relative names: they land in the node's namespace, whatever the input topic.
 
 ``dds_profile`` gives the node the shipped Fast DDS profile
 (config/fastdds_shm.xml: large messages through shared memory) through
 ``FASTDDS_DEFAULT_PROFILES_FILE`` unless that variable is already exported
 (the exported one wins); ``''`` leaves the environment alone.
+
+``node_processes`` deals the named cameras round robin over that many node
+processes (``xfeat_0``, ``xfeat_1``, ...; each its own interpreter, CUDA context
+and parameters: the params file's entries for ``xfeat`` plus its share of the
+cameras). One node's Python work bounds it near 400 frames/s on the H200
+machine; 8 cameras at 120 Hz need 4 (docs/performance.md). Topics do not
+change. A stereo pair must stay in one node, so ``stereo_pairs`` needs 1.
 
 The decisions live in :func:`node_settings` (plain Python, tested without
 launch); launch itself is imported only when a launch description is built.
@@ -49,6 +57,10 @@ ARGUMENTS = (
                     'params_file)'),
     ('weights', '', 'XFeat weights file, .pt or .npz (empty: from params_file, then '
                     '$XFEAT_ROS_WEIGHTS, the cache, the packaged copy)'),
+    ('node_processes', '1',
+     'node processes the named cameras are dealt over (round robin; nodes xfeat_0, xfeat_1, '
+     '...): one node handles ~400 frames/s, so many fast cameras need several; topics stay '
+     'the same; not with stereo_pairs'),
     ('dds_profile', dds.SHIPPED,
      f'Fast DDS profile of the node: "{dds.SHIPPED}" ({dds.PROFILE_NAME}: shared memory '
      f'for large images and Keypoints), a path, or "" to leave the environment alone; an '
@@ -76,8 +88,12 @@ def _applies(key, node_path):
     return re.fullmatch(regex, node_path) is not None
 
 
-def params_file_cameras(path, namespace):
-    """Return the ``cameras`` a params file gives the node (None: not set or unreadable)."""
+def params_file_values(path, namespace):
+    """
+    Return the parameters a params file gives the node (merged in file order).
+
+    None when the file cannot be read; an empty dict when nothing applies.
+    """
     import yaml
     try:
         with open(path, encoding='utf-8') as stream:
@@ -85,12 +101,47 @@ def params_file_cameras(path, namespace):
     except (OSError, yaml.YAMLError):
         return None
     node_path = '/'.join(['', *[p for p in namespace.split('/') if p], NODE_NAME])
-    cameras = None
+    values = {}
     for key, entry in (content or {}).items() if isinstance(content, dict) else ():
         params = entry.get('ros__parameters') if isinstance(entry, dict) else None
-        if isinstance(params, dict) and 'cameras' in params and _applies(key, node_path):
-            cameras = params['cameras']
-    return cameras
+        if isinstance(params, dict) and _applies(key, node_path):
+            values.update(params)
+    return values
+
+
+def params_file_cameras(path, namespace):
+    """Return the ``cameras`` a params file gives the node (None: not set or unreadable)."""
+    return (params_file_values(path, namespace) or {}).get('cameras')
+
+
+def split_nodes(text, cameras, params_file, namespace, overrides):
+    """
+    Deal the cameras over ``node_processes`` nodes: ``[(name, parameters), ...]``.
+
+    One process keeps the node's own name and the params file as it is. More
+    processes take the file's values for the ``xfeat`` node (their names differ)
+    and each its share of the named cameras. Raises ValueError for a bad count,
+    plain (unnamed) cameras, or stereo pairs, which must stay in one node.
+    """
+    try:
+        count = int(str(text).strip() or '1')
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f'node_processes: {text!r} is not a whole number >= 1')
+    if count == 1:
+        return [(NODE_NAME, [params_file, overrides] if overrides else [params_file])]
+    named = cameras if isinstance(cameras, list) and cameras and '' not in cameras else None
+    if named is None:
+        raise ValueError('node_processes > 1 needs named cameras (cameras:=c0,c1,...): the '
+                         'plain camera is one node')
+    values = dict(params_file_values(params_file, namespace) or {}, **overrides)
+    if values.get('stereo_pairs'):
+        raise ValueError('node_processes > 1 with stereo_pairs: a stereo pair is matched '
+                         'inside one node; use node_processes:=1')
+    count = min(count, len(named))
+    return [(f'{NODE_NAME}_{k}', [dict(values, cameras=named[k::count])])
+            for k in range(count)]
 
 
 def node_settings(args, env, default_params):
@@ -100,10 +151,11 @@ def node_settings(args, env, default_params):
     ``args``: dict of argument name -> string (see :data:`ARGUMENTS`); ``env``:
     the launch process's environment; ``default_params``: the shipped
     config/xfeat.yaml. Returns a dict with ``parameters`` (list for the Node
-    action), ``remappings`` (list of pairs), ``env`` (variables to add) and
-    ``warnings`` (lines to log: arguments that have no effect). Raises
-    ValueError (bad remappings) or :class:`xfeat_ros.errors.ParameterError`
-    (a dds_profile path that is not a file).
+    action), ``remappings`` (list of pairs), ``env`` (variables to add),
+    ``warnings`` (lines to log: arguments that have no effect) and ``nodes``
+    (``[(name, parameters)]``, one per node process, see :func:`split_nodes`).
+    Raises ValueError (bad remappings or node_processes) or
+    :class:`xfeat_ros.errors.ParameterError` (a dds_profile path that is not a file).
     """
     params_file = args.get('params_file') or default_params
     parameters = [params_file]
@@ -139,8 +191,13 @@ def node_settings(args, env, default_params):
         warnings.append(f'dds_profile:={args["dds_profile"]} has no effect: '
                         f'{dds.PROFILE_ENV}={env.get(dds.PROFILE_ENV)} is exported')
     extra_env = {dds.PROFILE_ENV: decision.path} if decision.path else {}
+    nodes = split_nodes(args.get('node_processes', '1'), cameras, params_file,
+                        args.get('namespace', ''), overrides)
+    if len(nodes) > 1 and len(nodes) < int(args['node_processes']):
+        warnings.append(f'node_processes:={args["node_processes"]} has more processes than '
+                        f'cameras: {len(nodes)} nodes, one camera each')
     return {'parameters': parameters, 'remappings': rules, 'env': extra_env,
-            'warnings': warnings, 'profile': decision}
+            'warnings': warnings, 'profile': decision, 'nodes': nodes}
 
 
 def _node(context):
@@ -156,14 +213,14 @@ def _node(context):
     return [Node(
         package='xfeat_ros',
         executable='xfeat_node',
-        name=NODE_NAME,
+        name=name,
         namespace=values['namespace'],
-        parameters=settings['parameters'],
+        parameters=parameters,
         remappings=settings['remappings'],
         additional_env=settings['env'],
         output='screen',
         emulate_tty=True,
-    )]
+    ) for name, parameters in settings['nodes']]
 
 
 def _default_params():

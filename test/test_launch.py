@@ -118,6 +118,44 @@ def test_image_and_remappings_of_image_warns():
     assert 'image:=/a has no effect' in result['warnings'][0]
 
 
+def test_one_node_by_default():
+    result = settings(cameras='c0,c1', backend='onnxruntime')
+    assert result['nodes'] == [('xfeat', [DEFAULT_PARAMS, {'backend': 'onnxruntime',
+                                                           'cameras': ['c0', 'c1']}])]
+
+
+def test_node_processes_deal_cameras_and_keep_the_params_file(tmp_path):
+    path = params_file(tmp_path, '/**/xfeat:\n  ros__parameters:\n    top_k: 2048\n'
+                                 "    cameras: ['a', 'b', 'c']\n"
+                                 '/**/other:\n  ros__parameters:\n    top_k: 1\n')
+    result = settings(params_file=path, node_processes='2', weights='/w.npz')
+    assert result['nodes'] == [
+        ('xfeat_0', [{'top_k': 2048, 'cameras': ['a', 'c'], 'weights': '/w.npz'}]),
+        ('xfeat_1', [{'top_k': 2048, 'cameras': ['b'], 'weights': '/w.npz'}])]
+    assert result['warnings'] == []
+
+
+def test_node_processes_more_than_cameras_warns():
+    result = settings(cameras='c0,c1', node_processes='4')
+    assert [name for name, _ in result['nodes']] == ['xfeat_0', 'xfeat_1']
+    assert 'node_processes:=4' in result['warnings'][0]
+
+
+@pytest.mark.parametrize('cameras,count,message', [
+    ('c0,c1', '0', 'whole number'), ('c0,c1', 'two', 'whole number'),
+    ('', '2', 'named cameras')])
+def test_node_processes_refused(cameras, count, message):
+    with pytest.raises(ValueError, match=message):
+        settings(cameras=cameras, node_processes=count)
+
+
+def test_node_processes_refuse_stereo_pairs(tmp_path):
+    path = params_file(tmp_path, "/**:\n  ros__parameters:\n    cameras: ['l', 'r']\n"
+                                 "    stereo_pairs: ['l:r']\n")
+    with pytest.raises(ValueError, match='stereo'):
+        settings(params_file=path, node_processes='2')
+
+
 @pytest.mark.parametrize('text', ['cam0/image', 'a:=', ':=b', 'a:=b:=c'])
 def test_bad_remappings_raise(text):
     with pytest.raises(ValueError, match='FROM:=TO'):
@@ -157,6 +195,7 @@ LAUNCH_MISSING = 'launch_pytest is not installed (it ships with ROS 2, not PyPI)
 IMAGE_TOPIC = '/test_camera/image_raw'
 NAMESPACE = 'launch_test'
 STEREO_NAMESPACE = 'launch_test_two'
+SPLIT_NAMESPACE = 'launch_test_split'
 STEREO_TOPICS = {'cam0': '/test_stereo/left/image_raw', 'cam1': '/test_stereo/right/image_raw'}
 
 
@@ -180,6 +219,26 @@ def include_launch_file(arguments):
                                  launch_arguments=arguments.items()),
         launch_pytest.actions.ReadyToTest(),
     ])
+
+
+def graph_nodes(timeout=10.0):
+    """Return ``(name, namespace)`` of the nodes on the graph (after they show up)."""
+    import rclpy
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('xfeat_launch_graph', context=context)
+    try:
+        deadline = time.monotonic() + timeout
+        names = []
+        while time.monotonic() < deadline:
+            names = node.get_node_names_and_namespaces()
+            if sum(ns == f'/{SPLIT_NAMESPACE}' for _, ns in names) >= 2:
+                break
+            time.sleep(0.1)  # polled until the deadline: the graph fills in the background
+        return names
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
 
 
 def exchange(data_dir, inputs, outputs, frames_per_camera=2):
@@ -246,6 +305,15 @@ if launch_pytest is not None:
                                     'weights': str(weights_npz),
                                     'params_file': reliable_params(tmp_path_factory)})
 
+    @launch_pytest.fixture
+    def split_launch(weights_npz, tmp_path_factory):
+        """Include the launch file with two cameras dealt over two node processes."""
+        rules = ' '.join(f'{cam}/image:={topic}' for cam, topic in STEREO_TOPICS.items())
+        return include_launch_file({'cameras': ','.join(STEREO_TOPICS), 'remappings': rules,
+                                    'namespace': SPLIT_NAMESPACE, 'node_processes': '2',
+                                    'backend': 'onnxruntime', 'weights': str(weights_npz),
+                                    'params_file': reliable_params(tmp_path_factory)})
+
     @pytest.mark.launch(fixture=one_camera_launch)
     def test_launch_file_runs_node(data_dir):
         got = exchange(data_dir, {'': IMAGE_TOPIC}, {'': f'/{NAMESPACE}'})
@@ -262,7 +330,18 @@ if launch_pytest is not None:
             keypoints, matches = got[cam]
             assert len(keypoints) == 2 and len(matches) == 1
             assert len(matches[0].current_indices) > 300
+
+    @pytest.mark.launch(fixture=split_launch)
+    def test_launch_file_node_processes(data_dir):
+        outputs = {cam: f'/{SPLIT_NAMESPACE}/{cam}' for cam in STEREO_TOPICS}
+        got = exchange(data_dir, STEREO_TOPICS, outputs)
+        for cam in STEREO_TOPICS:
+            keypoints, matches = got[cam]
+            assert len(keypoints) == 2 and len(matches) == 1
+            assert len(matches[0].current_indices) > 300
+        assert sorted(n for n, ns in graph_nodes() if ns == f'/{SPLIT_NAMESPACE}') == \
+            ['xfeat_0', 'xfeat_1']
 else:
-    @pytest.mark.parametrize('case', ['one_camera', 'two_cameras'])
+    @pytest.mark.parametrize('case', ['one_camera', 'two_cameras', 'node_processes'])
     def test_launch_file_runs_node(case):
         pytest.skip(LAUNCH_MISSING)
