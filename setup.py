@@ -34,7 +34,7 @@ setup(
     entry_points={
         'console_scripts': [
             'xfeat_node = xfeat_ros.node:main',
-            'xfeat_play = xfeat_ros.play:main',
+            'xfeat_play = xfeat_ros.tools.play:main',
             'xfeat_export = xfeat_ros.export:main',
             'xfeat_demo = xfeat_ros.tools.demo:main',
             'xfeat_eval = xfeat_ros.tools.evaluation.cli:main',

@@ -85,7 +85,7 @@ def main(argv=None):
 
     from xfeat_ros.image_codec import image_msg
     from xfeat_ros.messages import message_types
-    from xfeat_ros.play import stamp_msg
+    from xfeat_ros.tools.play import stamp_msg
     from xfeat_ros.tools.plumbing import parse_final_counts, start_node, stop_process
     width, height = (int(v) for v in args.size.split('x'))
     tiles = make_frames(height, width)

@@ -15,7 +15,7 @@ from xfeat_ros.camera import CameraModel
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.pipeline import Features, MatchResult
-from xfeat_ros.play import stamp_msg
+from xfeat_ros.tools.play import stamp_msg
 
 K = np.array([[400.0, 0, 160], [0, 400.0, 120], [0, 0, 1]])
 MODEL = CameraModel.from_parameters([400.0, 400.0, 160.0, 120.0], 'none', [], 320, 240)

@@ -110,7 +110,7 @@ def test_node_help_prints_usage_instead_of_starting():
 @pytest.mark.parametrize('source,says', [('missing', 'does not exist'),
                                          ('README.md', 'is not a folder')])
 def test_play_missing_path_or_a_file(source, says):
-    assert_one_error_line(run_tool('play', REPO / source), 'xfeat_play', says)
+    assert_one_error_line(run_tool('tools.play', REPO / source), 'xfeat_play', says)
 
 
 def test_demo_images_without_images():
@@ -190,7 +190,7 @@ def test_signal_stops_play_cleanly(sig):
     images = []
     client.node.create_subscription(Image, 'image', images.append, 10)
     process = subprocess.Popen(
-        [sys.executable, '-m', 'xfeat_ros.play', str(TUM), '--loop', '--rate', '20'],
+        [sys.executable, '-m', 'xfeat_ros.tools.play', str(TUM), '--loop', '--rate', '20'],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:

@@ -17,7 +17,7 @@ from ros_harness import Client, start_node, stop_node
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_grey, read_image
 from xfeat_ros.messages import features_from_msg
-from xfeat_ros.play import stamp_msg
+from xfeat_ros.tools.play import stamp_msg
 
 pytestmark = [pytest.mark.gpu, pytest.mark.ros]
 

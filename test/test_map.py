@@ -440,7 +440,7 @@ def tum_bags(shared_dir, weights_npz, tmp_path_factory):
     from xfeat_ros.image_files import list_sequence, read_image
     from xfeat_ros.image_codec import image_msg
     from xfeat_ros.tools.offline import process_bag
-    from xfeat_ros.play import stamp_msg
+    from xfeat_ros.tools.play import stamp_msg
     root = tmp_path_factory.mktemp('bags')
     info = CameraInfo(width=640, height=480, distortion_model='plumb_bob',
                       d=[0.2312, -0.7849, -0.0033, -0.0001, 0.9172],

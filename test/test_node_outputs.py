@@ -24,7 +24,7 @@ from xfeat_ros.geometry import epipolar_errors, relative_pose_from_extrinsics
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import read_image
 from xfeat_ros.messages import cloud_points, features_from_msg
-from xfeat_ros.play import stamp_msg
+from xfeat_ros.tools.play import stamp_msg
 from xfeat_ros_msgs.msg import Matches
 
 pytestmark = pytest.mark.ros

@@ -19,7 +19,7 @@ from xfeat_ros.backbone import OnnxRuntimeBackbone
 from xfeat_ros.engine import CpuEngine
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.node import XFeatNode
-from xfeat_ros.play import stamp_msg
+from xfeat_ros.tools.play import stamp_msg
 
 pytestmark = pytest.mark.ros
 

@@ -27,7 +27,7 @@ from xfeat_ros.image_codec import image_msg
 from xfeat_ros.messages import message_types
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.node import XFeatNode
-from xfeat_ros.play import stamp_msg
+from xfeat_ros.tools.play import stamp_msg
 
 pytestmark = pytest.mark.ros
 RELIABLE = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)

@@ -28,7 +28,7 @@ from xfeat_ros.core.stream import stamp_ns  # noqa: E402
 from xfeat_ros.image_codec import image_msg  # noqa: E402
 from xfeat_ros.image_files import list_sequence, read_image  # noqa: E402
 from xfeat_ros.messages import features_from_msg, message_types  # noqa: E402
-from xfeat_ros.play import stamp_msg  # noqa: E402
+from xfeat_ros.tools.play import stamp_msg  # noqa: E402
 
 FRAMES = 5
 TOPIC = '/camera/image_raw'
@@ -207,7 +207,7 @@ def test_play_bag_with_stamps(tmp_path, images):
     client.node.create_subscription(Image, 'image', received.append, 10)
     try:
         process = subprocess.Popen(
-            [sys.executable, '-m', 'xfeat_ros.play', str(mcap_file), '--rate', '20'],
+            [sys.executable, '-m', 'xfeat_ros.tools.play', str(mcap_file), '--rate', '20'],
             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         client.spin_until(lambda: len(received) == FRAMES or process.poll() is not None, 60)
         client.spin_until(lambda: len(received) == FRAMES, 5)

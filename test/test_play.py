@@ -32,7 +32,7 @@ def test_play_tum_with_stamps(data_dir):
     client.node.create_subscription(Image, 'image', images.append, 10)
     try:
         process = subprocess.Popen(
-            [sys.executable, '-m', 'xfeat_ros.play', str(data_dir / 'data' / 'tum_fr2_desk'),
+            [sys.executable, '-m', 'xfeat_ros.tools.play', str(data_dir / 'data' / 'tum_fr2_desk'),
              '--count', '4', '--rate', '20', '--encoding', 'bgr8'],
             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         client.spin_until(lambda: len(images) == 4 or process.poll() is not None, 60)
@@ -72,7 +72,7 @@ class RecordingPublisher:
 @pytest.mark.parametrize('acked', [True, False])
 def test_play_waits_for_acknowledgement_after_last_image(monkeypatch, acked):
     import rclpy
-    from xfeat_ros import play as play_module
+    from xfeat_ros.tools import play as play_module
     monkeypatch.setattr(play_module, 'SETTLE_S', 0.0)
     monkeypatch.setattr(rclpy, 'ok', lambda: True)
     warnings = []

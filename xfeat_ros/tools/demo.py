@@ -149,7 +149,7 @@ def run_node_and_play(frames, stamps, args, log_path):
 
     from xfeat_ros.image_codec import image_msg
     from xfeat_ros.messages import message_types
-    from xfeat_ros.play import stamp_msg
+    from xfeat_ros.tools.play import stamp_msg
     keypoints_type, matches_type = message_types()
     params = {'input_qos_reliability': 'reliable', 'queue_size': 1000, 'top_k': args.top_k,
               'backend': args.backend}
@@ -223,7 +223,7 @@ def main(argv=None):
     args.weights = str(weights)
     LOG.info('weights: %s (%s)', weights, origin)
     if args.images:
-        from xfeat_ros.play import load_frames
+        from xfeat_ros.tools.play import load_frames
         loaded = load_frames(args.images, 'keep', args.frames)
         frames = [(pixels, enc) for _, pixels, enc in loaded]
         stamps = [s if s is not None else int(i * 1e9 / args.rate)

@@ -181,7 +181,7 @@ class FeatureStage:
 
 def open_any(args):
     """Open SOURCE as a folder or a bag, with the camera and ground truth of the command line."""
-    from xfeat_ros.bag import is_bag
+    from xfeat_ros.tools.bag import is_bag
     intrinsics = None
     if args.camera_yaml:
         intrinsics = CameraModel.from_yaml(args.camera_yaml)

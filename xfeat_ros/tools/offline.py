@@ -28,7 +28,7 @@ import posixpath
 import sys
 import time
 
-from xfeat_ros.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types, typestore,
+from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types, typestore,
                            writer)
 from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.core.frontend import FrontEnd, OutputConfig

@@ -10,7 +10,7 @@ them and are paced like the recording (``--rate`` overrides the pacing,
 up front, so the publish rate is not limited by disk or PNG decoding.
 
 A rosbag2 bag (a directory with ``metadata.yaml``, or a ``.db3`` / ``.mcap``
-file; read with ``rosbags``, see :mod:`xfeat_ros.bag`) plays the images of
+file; read with ``rosbags``, see :mod:`xfeat_ros.tools.bag`) plays the images of
 ``--bag-topic`` (default: its first ``sensor_msgs/msg/Image`` topic) as
 recorded: header, encoding and bytes unchanged, paced by the bag's recording
 times. Bag images are streamed, not loaded up front.
@@ -29,7 +29,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 from xfeat_ros import dds
-from xfeat_ros.bag import is_bag, read_images
+from xfeat_ros.tools.bag import is_bag, read_images
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.image_codec import convert_pixels, image_msg
