@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from xfeat_ros.camera import CameraModel
+from xfeat_ros.engine import create_engine, EngineConfig
 from xfeat_ros.tools import colmap_db, mapping, trajectory
 from xfeat_ros.tools.map_sources import (associate, FrameInfo, MappingError, open_folder,
                                          pose_matrix, read_tum_trajectory, tum_camera)
@@ -456,7 +457,7 @@ def tum_bags(shared_dir, weights_npz, tmp_path_factory):
             writer.write(info_connection, stamp, serialization.serialize_message(info))
             writer.write(image_connection, stamp, serialization.serialize_message(
                 image_msg(*read_image(path), stamp_msg(stamp), 'tum_rgb')))
-    engine = mapping.create_engine('onnxruntime', str(weights_npz), 0, 1024, 0.05, 0.82)
+    engine = create_engine(EngineConfig('onnxruntime', str(weights_npz), top_k=1024))
     counts = process_bag(engine, root / 'images', root / 'features', '/camera/image_raw')
     assert counts['frames'] == BAG_FRAMES and counts['rejected'] == 0
     return root

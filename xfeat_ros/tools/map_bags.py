@@ -18,9 +18,9 @@ import posixpath
 
 import numpy as np
 
-from xfeat_ros.tools.bag import _rosbags
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.errors import BagError, StampOrderError
+from xfeat_ros.tools.bag import _rosbags
 from xfeat_ros.tools.map_sources import (associate, FrameInfo, IMAGE_TYPE, INFO_TYPE, Item,
                                          KEYPOINTS_TYPE, MappingError, MATCHES_TYPE, reject,
                                          Source)

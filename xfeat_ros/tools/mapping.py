@@ -62,13 +62,6 @@ EXIT_ERROR = 1
 EXIT_NO_MODEL = 3
 
 
-def create_engine(backend, weights, threads, top_k, threshold, min_cossim, gpu=0):
-    """Build the frame engine through the package's one factory (no silent GPU->CPU switch)."""
-    from xfeat_ros.engine import create_engine as create, EngineConfig
-    return create(EngineConfig(backend, weights, gpu, max(threads, 0), top_k, threshold,
-                               min_cossim))
-
-
 def choose_pairing(pairing, count, window):
     """Return ``(mode, window)``: ``auto`` is exhaustive up to EXHAUSTIVE_MAX_FRAMES frames."""
     if pairing == 'auto':
@@ -245,8 +238,11 @@ def run(args, command='xfeat_map'):
     if args.features == 'xfeat' and source.kind != 'features-bag':
         from xfeat_ros.weights import resolve_weights
         args.weights = str(resolve_weights(args.weights))
-        engine = create_engine(args.backend, args.weights, args.threads, args.top_k,
-                               args.threshold, args.min_cossim, args.gpu)
+        from xfeat_ros.engine import create_engine, EngineConfig
+        # The package's one factory (no silent GPU->CPU switch).
+        engine = create_engine(EngineConfig(args.backend, args.weights, args.gpu,
+                                            max(args.threads, 0), args.top_k, args.threshold,
+                                            args.min_cossim))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     database = colmap_db.MapDatabase(out / 'database.db')

@@ -28,8 +28,6 @@ import posixpath
 import sys
 import time
 
-from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types, typestore,
-                           writer)
 from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.core.frontend import FrontEnd, OutputConfig
 from xfeat_ros.core.report import reason_key, Reporter
@@ -40,6 +38,8 @@ from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
 from xfeat_ros.descriptor_format import ENCODINGS
 from xfeat_ros.engine import add_engine_args, create_engine, engine_config
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
+from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types,
+                                 typestore, writer)
 
 LOG = logging.getLogger('xfeat_offline')
 TYPES = {'keypoints': 'xfeat_ros_msgs/msg/Keypoints', 'matches': 'xfeat_ros_msgs/msg/Matches',

@@ -29,11 +29,11 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
 from xfeat_ros import dds
-from xfeat_ros.tools.bag import is_bag, read_images
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.image_codec import convert_pixels, image_msg
 from xfeat_ros.image_files import list_sequence, read_image
+from xfeat_ros.tools.bag import is_bag, read_images
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
 SETTLE_S = 0.5

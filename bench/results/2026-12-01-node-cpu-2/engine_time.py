@@ -14,8 +14,8 @@ import cv2
 import numpy as np
 
 from xfeat_ros.engine import create_engine, EngineConfig
-from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.image_codec import image_msg
+from xfeat_ros.image_files import list_sequence, read_image
 
 images = [cv2.resize(read_image(p)[0], (320, 240), interpolation=cv2.INTER_AREA)
           for _, p in list_sequence('/work/shared/data/tum_fr2_desk')[:8]]
