@@ -322,23 +322,22 @@ if launch_pytest is not None:
         assert len(keypoints[0].scores) > 1000 and keypoints[0].descriptor_size == 64
         assert len(matches[0].current_indices) > 300
 
-    @pytest.mark.launch(fixture=two_camera_launch)
-    def test_launch_file_two_cameras(data_dir):
-        outputs = {cam: f'/{STEREO_NAMESPACE}/{cam}' for cam in STEREO_TOPICS}
+    def assert_both_cameras_served(data_dir, namespace):
+        """Two frames per camera in, their Keypoints and Matches out under ``namespace``."""
+        outputs = {cam: f'/{namespace}/{cam}' for cam in STEREO_TOPICS}
         got = exchange(data_dir, STEREO_TOPICS, outputs)
         for cam in STEREO_TOPICS:
             keypoints, matches = got[cam]
             assert len(keypoints) == 2 and len(matches) == 1
             assert len(matches[0].current_indices) > 300
 
+    @pytest.mark.launch(fixture=two_camera_launch)
+    def test_launch_file_two_cameras(data_dir):
+        assert_both_cameras_served(data_dir, STEREO_NAMESPACE)
+
     @pytest.mark.launch(fixture=split_launch)
     def test_launch_file_node_processes(data_dir):
-        outputs = {cam: f'/{SPLIT_NAMESPACE}/{cam}' for cam in STEREO_TOPICS}
-        got = exchange(data_dir, STEREO_TOPICS, outputs)
-        for cam in STEREO_TOPICS:
-            keypoints, matches = got[cam]
-            assert len(keypoints) == 2 and len(matches) == 1
-            assert len(matches[0].current_indices) > 300
+        assert_both_cameras_served(data_dir, SPLIT_NAMESPACE)
         assert sorted(n for n, ns in graph_nodes() if ns == f'/{SPLIT_NAMESPACE}') == \
             ['xfeat_0', 'xfeat_1']
 else:
