@@ -8,6 +8,7 @@ import time
 from core_fakes import features_at, frame_msg, scene
 import numpy as np
 import pytest
+from xfeat_ros.cdr import parse_image
 from xfeat_ros.core.report import reason_key, Reporter
 from xfeat_ros.core.stream import CameraStream, check_image, Done, STAGES, stamp_ns
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
@@ -35,6 +36,18 @@ def test_receipt_checks_and_counters():
     assert counts['rejected_StampOrderError'] == 1 and counts['rejected_ImageTooSmallError'] == 1
     assert stream.reject(ImageLayoutError('x'), late=True) == 2
     assert stream.counts()['rejected_late'] == 1
+
+
+def test_accept_parses_first_and_counts_a_payload_it_cannot_parse():
+    stream = CameraStream('')
+    with pytest.raises(ImageLayoutError):
+        stream.accept(b'\x00\x01\x00\x00 not an image', 1.0, parse_image)
+    good = frame_msg(0, stamp_s=1.0)
+    item = stream.accept('payload', 2.0, lambda payload: good)
+    assert item.msg is good
+    counts = stream.counts()
+    assert counts['received'] == 2 and counts['accepted'] == 1
+    assert counts['rejected'] == 1 and counts['rejected_ImageLayoutError'] == 1
 
 
 def test_check_image_returns_the_stamp():

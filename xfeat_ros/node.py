@@ -244,7 +244,7 @@ class XFeatNode(Node):
         # pixels) instead of rclpy building a message (docs/transport.md).
         ports.subscription = self.create_subscription(
             Image, topic(camera, 'image'),
-            lambda payload, info, c=camera: self.on_image_bytes(c, payload, info),
+            lambda payload, info, c=camera: self.on_image(c, payload, info, parse_image),
             self._qos('input_qos', reliability), event_callbacks=events, raw=True)
         ports.reliability = 'reliable' if reliability == 'auto' else reliability
 
@@ -303,19 +303,21 @@ class XFeatNode(Node):
         return SetParametersResult(successful=True)
 
     # -- input ------------------------------------------------------------------------------------
-    def on_image(self, camera, msg, info=None):
+    def on_image(self, camera, msg, info=None, parse=None):
         """
         Take one image message of ``camera``: check it and queue it for the engine.
 
         The one entry point of images (``info``: rclpy's message info, for
-        counting images lost before the node). Never raises into rclpy: a bad
-        image is counted and logged, a full queue drops its oldest frame.
+        counting images lost before the node; ``parse``: how to read ``msg``,
+        :func:`xfeat_ros.cdr.parse_image` for the raw subscription's bytes).
+        Never raises into rclpy: a bad image is counted and logged, a full queue
+        drops its oldest frame.
         """
         received = time.monotonic()
         stream = self.streams[camera]
         self._count_gap(camera, info)
         try:
-            item = stream.accept(msg, received)
+            item = stream.accept(msg, received, parse)
         except ImageError as exc:
             self._log_reject(camera, exc)
             return
@@ -324,19 +326,6 @@ class XFeatNode(Node):
                 f'{self.topic_name(camera, "image")}: queue full '
                 f'({self.scheduler.config.queue_size}), dropped the oldest frame '
                 f'({stream.counts()["dropped_queue_full"]} so far)', key=(camera, 'queue'))
-
-    def on_image_bytes(self, camera, payload, info=None):
-        """Take one serialized image of ``camera`` (a raw subscription's bytes)."""
-        try:
-            msg = parse_image(payload)
-        except ImageError as exc:  # not a well-formed Image: counted like any rejection
-            self._count_gap(camera, info)
-            stream = self.streams[camera]
-            stream.count('received')
-            stream.reject(exc)
-            self._log_reject(camera, exc)
-            return
-        self.on_image(camera, msg, info)
 
     def _log_reject(self, camera, exc):
         """Log a rejected image: each new reason at once, repeats every few seconds."""

@@ -207,15 +207,19 @@ class CameraStream:
             self._camera_model = model
 
     # -- receipt ----------------------------------------------------------------------------------
-    def accept(self, msg, received):
+    def accept(self, msg, received, parse=None):
         """
         Check an image on receipt; return its :class:`Pending`.
 
-        Counts ``received``, then ``accepted`` or ``rejected`` and
-        ``rejected_<Error>``; re-raises the :class:`xfeat_ros.errors.ImageError`.
+        ``parse`` turns ``msg`` into an Image-like object first (the node's raw
+        subscription passes :func:`xfeat_ros.cdr.parse_image`). Counts
+        ``received``, then ``accepted`` or ``rejected`` and ``rejected_<Error>``;
+        re-raises the :class:`xfeat_ros.errors.ImageError`.
         """
         self.count('received')
         try:
+            if parse is not None:
+                msg = parse(msg)
             stamp = check_image(msg, self.last_stamp_ns)
         except ImageError as exc:
             self.reject(exc)
