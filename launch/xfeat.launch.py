@@ -109,33 +109,34 @@ def params_file_values(path, namespace):
     return values
 
 
-def params_file_cameras(path, namespace):
-    """Return the ``cameras`` a params file gives the node (None: not set or unreadable)."""
-    return (params_file_values(path, namespace) or {}).get('cameras')
-
-
-def split_nodes(text, cameras, params_file, namespace, overrides):
-    """
-    Deal the cameras over ``node_processes`` nodes: ``[(name, parameters), ...]``.
-
-    One process keeps the node's own name and the params file as it is. More
-    processes take the file's values for the ``xfeat`` node (their names differ)
-    and each its share of the named cameras. Raises ValueError for a bad count,
-    plain (unnamed) cameras, or stereo pairs, which must stay in one node.
-    """
+def node_count(text):
+    """Return the ``node_processes`` argument as an int >= 1; ValueError otherwise."""
     try:
         count = int(str(text).strip() or '1')
     except ValueError:
         count = 0
     if count < 1:
         raise ValueError(f'node_processes: {text!r} is not a whole number >= 1')
+    return count
+
+
+def split_nodes(count, cameras, params_file, file_values, overrides):
+    """
+    Deal the cameras over ``count`` nodes: ``[(name, parameters), ...]``.
+
+    One process keeps the node's own name and the params file as it is. More
+    processes take the file's values for the ``xfeat`` node (``file_values``:
+    their names differ) and each its share of the named cameras. Raises
+    ValueError for plain (unnamed) cameras, or stereo pairs, which must stay
+    in one node.
+    """
     if count == 1:
         return [(NODE_NAME, [params_file, overrides] if overrides else [params_file])]
     named = cameras if isinstance(cameras, list) and cameras and '' not in cameras else None
     if named is None:
         raise ValueError('node_processes > 1 needs named cameras (cameras:=c0,c1,...): the '
                          'plain camera is one node')
-    values = dict(params_file_values(params_file, namespace) or {}, **overrides)
+    values = dict(file_values or {}, **overrides)
     if values.get('stereo_pairs'):
         raise ValueError('node_processes > 1 with stereo_pairs: a stereo pair is matched '
                          'inside one node; use node_processes:=1')
@@ -171,7 +172,8 @@ def node_settings(args, env, default_params):
     warnings = []
     rules = parse_remappings(args.get('remappings', ''))
     image = args.get('image', 'image') or 'image'
-    cameras = cameras_arg or params_file_cameras(params_file, args.get('namespace', ''))
+    file_values = params_file_values(params_file, args.get('namespace', ''))
+    cameras = cameras_arg or (file_values or {}).get('cameras')
     # The node's default cameras [''] means the plain topics (image, keypoints, ...).
     plain = not isinstance(cameras, list) or not cameras or '' in cameras
     if image != 'image':
@@ -191,11 +193,11 @@ def node_settings(args, env, default_params):
         warnings.append(f'dds_profile:={args["dds_profile"]} has no effect: '
                         f'{dds.PROFILE_ENV}={env.get(dds.PROFILE_ENV)} is exported')
     extra_env = {dds.PROFILE_ENV: decision.path} if decision.path else {}
-    nodes = split_nodes(args.get('node_processes', '1'), cameras, params_file,
-                        args.get('namespace', ''), overrides)
-    if len(nodes) > 1 and len(nodes) < int(args['node_processes']):
-        warnings.append(f'node_processes:={args["node_processes"]} has more processes than '
-                        f'cameras: {len(nodes)} nodes, one camera each')
+    count = node_count(args.get('node_processes', '1'))
+    nodes = split_nodes(count, cameras, params_file, file_values, overrides)
+    if len(nodes) < count:
+        warnings.append(f'node_processes:={count} has more processes than cameras: '
+                        f'{len(nodes)} nodes, one camera each')
     return {'parameters': parameters, 'remappings': rules, 'env': extra_env,
             'warnings': warnings, 'profile': decision, 'nodes': nodes}
 
