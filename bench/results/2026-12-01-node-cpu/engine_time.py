@@ -14,8 +14,8 @@ import cv2
 import numpy as np
 
 from xfeat_ros.engine import create_engine, EngineConfig
+from xfeat_ros.image_codec import image_msg  # xfeat_ros.messages before 2026-12-01 08:00
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.messages import image_msg
 
 images = [cv2.resize(read_image(p)[0], (320, 240), interpolation=cv2.INTER_AREA)
           for _, p in list_sequence('/work/shared/data/tum_fr2_desk')[:8]]
