@@ -137,7 +137,7 @@ def start_node(args, cameras, log, label='', name=None):
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
          'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log,
         extra_args=('-r', f'__node:={name}') if name else (),
-        wrapper=node_wrapper(getattr(args, 'node_wrapper', None), label))
+        wrapper=node_wrapper(args.node_wrapper, label))
 
 
 class NodeGroup:
@@ -150,7 +150,7 @@ class NodeGroup:
 
     def __init__(self, args, cameras, log_dir, label):
         """Start one node per camera group (named ``xfeat_<k>`` when there are several)."""
-        groups = split_cameras(cameras, getattr(args, 'node_processes', 1))
+        groups = split_cameras(cameras, args.node_processes)
         single = len(groups) == 1
         self.log_paths = [Path(log_dir) / (f'node_{label}.log' if single else
                                            f'node_{label}_{k}.log') for k in range(len(groups))]
