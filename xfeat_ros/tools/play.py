@@ -36,7 +36,6 @@ from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.tools.bag import is_bag, read_images
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
-SETTLE_S = 0.5
 ACK_TIMEOUT_S = 10.0
 
 
@@ -58,14 +57,10 @@ def load_frames(folder, encoding='keep', count=0):
 
 
 def wait_for_subscribers(publisher, timeout):
-    """Wait up to ``timeout`` s for a subscriber, then let the match settle."""
+    """Wait up to ``timeout`` s until the publisher has matched a subscriber."""
     deadline = time.monotonic() + timeout
     while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    if publisher.get_subscription_count():
-        # A reader counted here may not be matched on the writer's side yet; a
-        # first message sent at once can miss it.
-        time.sleep(SETTLE_S)
 
 
 def wait_for_delivery(node, publisher, timeout=ACK_TIMEOUT_S):
@@ -115,6 +110,14 @@ def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
                 msg.header.stamp = node.get_clock().now().to_msg()
             publisher.publish(msg)
             published += 1
+            if published == 1:
+                # The writer counts a reader before that reader has matched the writer; a
+                # sample sent in between is repaired only at the writer's next heartbeat
+                # (seconds later). Acknowledged first image: both sides are matched, and
+                # the pacing of the rest starts from there.
+                waited = time.monotonic()
+                wait_for_delivery(node, publisher)
+                start += time.monotonic() - waited
         if not loop or start is None or not rclpy.ok():
             break
         gap = 1.0 / rate if rate > 0 else 0.1
