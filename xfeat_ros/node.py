@@ -46,6 +46,7 @@ from xfeat_ros.core.stream import CameraStream
 from xfeat_ros.engine import create_engine
 from xfeat_ros.errors import CameraModelError, ImageError, ParameterError, XFeatError
 from xfeat_ros.image_codec import image_msg
+from xfeat_ros.image_receiver import ImageReceiver
 from xfeat_ros.messages import keypoint_cloud_msg, message_types, vins_feature_msg
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
                                   ENGINE_LIVE, LIVE, output_config, PARAMETERS,
@@ -124,6 +125,8 @@ class XFeatNode(Node):
         self.stop_requested = threading.Event()
         self.ports = {}
         self._topics = {}
+        # Images are taken on a thread of their own, past the executor (image_receiver.py).
+        self.receiver = ImageReceiver(self)
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None
@@ -131,6 +134,7 @@ class XFeatNode(Node):
             self.diagnostics_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
             self.create_timer(self.params['diagnostics_period_s'], self._publish_diagnostics)
         self.scheduler.start()
+        self.receiver.start()
 
     @property
     def engine(self):
@@ -242,10 +246,10 @@ class XFeatNode(Node):
             incompatible_qos=lambda event, c=camera: self._on_incompatible_qos(c, event))
         # A raw subscription: the image is parsed in place (cdr.parse_image, no copy of the
         # pixels) instead of rclpy building a message (docs/transport.md).
-        ports.subscription = self.create_subscription(
+        ports.subscription = self.receiver.subscribe(
             Image, topic(camera, 'image'),
             lambda payload, info, c=camera: self.on_image(c, payload, info, parse_image),
-            self._qos('input_qos', reliability), event_callbacks=events, raw=True)
+            self._qos('input_qos', reliability), event_callbacks=events)
         ports.reliability = 'reliable' if reliability == 'auto' else reliability
 
     def _on_incompatible_qos(self, camera, event):
@@ -265,7 +269,7 @@ class XFeatNode(Node):
             def switch():
                 timer.cancel()
                 self.destroy_timer(timer)
-                self.destroy_subscription(ports.subscription)
+                self.receiver.unsubscribe(ports.subscription)
                 self._subscribe(camera, 'best_effort')
                 ports.switch_pending = False
             timer = self.create_timer(0.0, switch)
@@ -460,8 +464,14 @@ class XFeatNode(Node):
         array.status = [self.camera_status(camera) for camera in self.streams]
         self.diagnostics_pub.publish(array)
 
+    def destroy_node(self):
+        """Stop the image receiver's thread, then destroy the node."""
+        self.receiver.stop()
+        super().destroy_node()
+
     def stop(self):
-        """Finish the group in flight and its outputs; count frames left in queues."""
+        """Stop taking images; finish the group in flight and its outputs; count the rest."""
+        self.receiver.stop()
         self.scheduler.stop()
         self.frontend.flush()  # VINS-Fusion left frames whose right never came
 

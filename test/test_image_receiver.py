@@ -1,0 +1,117 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The image receiver serves its subscriptions on its own thread, not through the executor."""
+
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def rig():
+    """Make a node with a receiver, a publisher on its topic and an executor over the node."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+    from xfeat_ros.image_receiver import ImageReceiver
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('receiver_test', context=context)
+    errors = []
+    receiver = ImageReceiver(node, on_error=errors.append)
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    publisher = node.create_publisher(Image, 'receiver_test/image', qos)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    rig = type('Rig', (), {})()
+    rig.node, rig.receiver, rig.publisher, rig.executor, rig.errors = (
+        node, receiver, publisher, executor, errors)
+    rig.qos, rig.Image = qos, Image
+    yield rig
+    receiver.stop()
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def image(index):
+    from sensor_msgs.msg import Image
+    return Image(height=2, width=2, encoding='mono8', step=2, data=bytes([index] * 4))
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_messages_reach_the_callback_on_the_receiver_thread_only(rig):
+    from xfeat_ros.cdr import parse_image
+    from xfeat_ros.image_receiver import OUTSIDE
+    got = []
+    subscription = rig.receiver.subscribe(
+        rig.Image, 'receiver_test/image',
+        lambda payload, info: got.append((parse_image(payload), info,
+                                          threading.current_thread().name)), rig.qos)
+    assert subscription.callback_group is OUTSIDE
+    assert subscription.event_handlers and all(
+        handler.callback_group is OUTSIDE for handler in subscription.event_handlers)
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.publisher.publish(image(1))
+    # Not started yet: the executor does not serve the subscription either.
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        rig.executor.spin_once(timeout_sec=0.05)
+    assert got == []
+    rig.receiver.start()
+    rig.publisher.publish(image(2))
+    assert wait_for(lambda: len(got) == 2)
+    assert [bytes(msg.data) for msg, _, _ in got] == [bytes([1] * 4), bytes([2] * 4)]
+    assert [info['publication_sequence_number'] for _, info, _ in got] == [1, 2]
+    assert {name for _, _, name in got} == {'xfeat_images'}
+    assert rig.errors == []
+
+
+def test_unsubscribe_and_subscribe_again(rig):
+    first, second = [], []
+    subscription = rig.receiver.subscribe(rig.Image, 'receiver_test/image',
+                                          lambda payload, info: first.append(payload), rig.qos)
+    rig.receiver.start()
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.publisher.publish(image(1))
+    assert wait_for(lambda: len(first) == 1)
+    rig.receiver.unsubscribe(subscription)
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 0)
+    rig.receiver.subscribe(rig.Image, 'receiver_test/image',
+                           lambda payload, info: second.append(payload), rig.qos)
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.publisher.publish(image(2))
+    assert wait_for(lambda: len(second) == 1)
+    assert len(first) == 1
+
+
+def test_a_failing_callback_is_reported_and_the_thread_goes_on(rig):
+    got = []
+
+    def callback(payload, info):
+        got.append(payload)
+        if len(got) == 1:
+            raise ValueError('first image')
+    rig.receiver.subscribe(rig.Image, 'receiver_test/image', callback, rig.qos)
+    rig.receiver.start()
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.publisher.publish(image(1))
+    rig.publisher.publish(image(2))
+    assert wait_for(lambda: len(got) == 2)
+    assert len(rig.errors) == 1 and 'ValueError: first image' in rig.errors[0]
+
+
+def test_stop_ends_the_thread(rig):
+    rig.receiver.start()
+    rig.receiver.stop()
+    assert not rig.receiver._thread.is_alive()
