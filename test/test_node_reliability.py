@@ -125,7 +125,10 @@ class Rig:
 
 @pytest.fixture
 def engine(weights):
-    return CpuEngine(OnnxRuntimeBackbone(build_model(weights)), top_k=512)
+    # Two ONNX Runtime threads: these tests are about the node's queues and counts, and on
+    # a many-core machine with CUDA libraries loaded the default (one thread per core) made
+    # a 96x128 frame take seconds (seen on the GPU machine), so the overload never happened.
+    return CpuEngine(OnnxRuntimeBackbone(build_model(weights), threads=2), top_k=512)
 
 
 def test_stamps_repeated_or_out_of_order_are_rejected(weights_npz, engine):
@@ -200,8 +203,9 @@ def test_overload_latency_stays_bounded(weights_npz, engine):
         assert rig.wait(lambda: len(rig.keypoints) == counts['published'], 10)
     finally:
         rig.close()
-    assert counts['accepted'] == sent == counts['published'] + counts['dropped_queue_full']
-    assert counts['dropped_queue_full'] > sent / 2  # it was overloaded
+    dropped = counts.get('dropped_queue_full', 0)  # a counter that never counted is absent
+    assert counts['accepted'] == sent == counts['published'] + dropped, counts
+    assert dropped > sent / 2, counts  # it was overloaded
     stamps = np.array([m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
                        for m in rig.keypoints])
     latency = np.array(rig.received_at) - stamps

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# Node benchmarks of one GPU call, after bench/gpu_node_check.sh has installed the ROS
+# wheels on the (warm) machine:
+#
+#   run(command="bash bench/gpu_node_ab.sh", carry=[".base"])
+#
+# 1. A/B of the node's image receipt: .base/xfeat_ros (an earlier commit's package, made
+#    with `git archive <commit> xfeat_ros | tar -x -C .base`; ignored by git) against the
+#    working tree, at 1x30 and 8x120 (rgb8, shipped DDS profile), interleaved twice;
+# 2. the working tree at 1x30 mono8;
+# 3. several node processes with and without CUDA MPS (nvidia-cuda-mps-control), at 8x120
+#    over 4 processes (with MPS also with queue_size 2) and 8xmax over 8 processes (rgb8).
+# SECTIONS picks some of 'ab mono mps'; MPS_ONLY=1 leaves out the 8xmax runs.
+# Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT="${OUT:-/tmp/xfeat_ab}"
+mkdir -p "${OUT}" /tmp/ab
+export PYTHONUNBUFFERED=1
+export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+# shellcheck disable=SC1091
+source scripts/ros_env.sh
+export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
+IMAGES="${PWD}/test/data/data/tum_fr2_desk"
+WEIGHTS="${PWD}/xfeat_ros/data/xfeat_backbone.npz"
+DURATION="${DURATION:-8}"
+
+summary() {  # summary NAME: one line per configuration of /tmp/ab/NAME.json
+  python3 - "$1" <<'EOF' | tee -a "${OUT}/summary.txt"
+import json, sys
+name = sys.argv[1]
+result = json.load(open(f'/tmp/ab/{name}.json'))
+for c in result['configs']:
+    lat = c.get('latency') or {}
+    stages = c.get('node_stage_medians_ms') or {}
+    first = next(iter(stages.values()), {})
+    print(f"{name} {c['label']} procs {c.get('node_processes')}: out {c.get('output_hz') or 0:.1f}/s, "
+          f"dropped {c.get('dropped')} of {c.get('published')}, p50 {lat.get('median_ms')}, "
+          f"p99 {lat.get('p99_ms')} ms, cpu {c.get('node_cpu_percent') or 0:.0f} %, "
+          f"stages {first}, error {c.get('error')}")
+EOF
+}
+
+bench() {  # bench NAME ARGS...: one xfeat_bench node run into /tmp/ab/NAME.json
+  local name="$1"
+  shift
+  echo "== ${name} ($(date -u +%T))"
+  timeout 240 python3 -m xfeat_ros.tools.bench node --backend pytorch --images "${IMAGES}" \
+    --weights "${WEIGHTS}" --duration "${DURATION}" --log-dir "/tmp/ab/logs_${name}" \
+    --json "/tmp/ab/${name}.json" "$@" > "/tmp/ab/${name}.txt" 2>&1
+  summary "${name}"
+}
+
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c 'import sys, torch, cupy, rclpy; print("python", sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
+  nproc
+} > "${OUT}/summary.txt" 2>&1
+cat "${OUT}/summary.txt"
+
+# PYTHONSAFEPATH: `python3 -m xfeat_ros.node` must not put the working directory (this
+# checkout) before .base on sys.path (Python >= 3.11).
+BASE_WRAPPER="env PYTHONSAFEPATH=1 PYTHONPATH=${PWD}/.base:${PYTHONPATH}"
+${BASE_WRAPPER} python3 -c \
+  'import xfeat_ros.node as n; print("base node:", n.__file__)' | tee -a "${OUT}/summary.txt"
+SECTIONS="${SECTIONS:-ab mono mps}"
+if [[ " ${SECTIONS} " == *" ab "* ]]; then
+  for round in 1 2; do
+    bench "base_${round}" --configs 1x30,8x120 --node-wrapper "${BASE_WRAPPER}"
+    bench "new_${round}" --configs 1x30,8x120
+  done
+fi
+if [[ " ${SECTIONS} " == *" mono "* ]]; then
+  bench new_mono8 --configs 1x30 --encoding mono8
+fi
+[[ " ${SECTIONS} " == *" mps "* ]] || { tar czf "${OUT}/node_ab.tar.gz" -C /tmp ab; exit 0; }
+
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+bench procs_no_mps --configs 8x120 --node-processes 4
+[[ -n "${MPS_ONLY:-}" ]] || bench procs8_no_mps --configs 8xmax --node-processes 8
+mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
+if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+  echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  bench procs_mps --configs 8x120 --node-processes 4
+  bench procs_mps_queue2 --configs 8x120 --node-processes 4 --queue-size 2
+  [[ -n "${MPS_ONLY:-}" ]] || bench procs8_mps --configs 8xmax --node-processes 8
+  echo quit | nvidia-cuda-mps-control
+else
+  echo "no MPS daemon on this machine" | tee -a "${OUT}/summary.txt"
+fi
+tar czf "${OUT}/node_ab.tar.gz" -C /tmp ab
+echo "gpu_node_ab: done ($(date -u +%T))"
