@@ -8,7 +8,7 @@
 #   run(command="bash bench/gpu_node_ab.sh", carry=[".base"])
 #
 # 1. A/B of the node's image receipt: .base/xfeat_ros (an earlier commit's package, made
-#    with `git archive <commit> xfeat_ros | tar -x -C .base`; ignored by git) against the
+#    with `git archive <commit> xfeat_ros kernels config | tar -x -C .base`; ignored by git) against the
 #    working tree, at 1x30 and 8x120 (rgb8, shipped DDS profile), interleaved twice;
 # 2. the working tree at 1x30 mono8;
 # 3. several node processes with and without CUDA MPS (nvidia-cuda-mps-control), at 8x120
