@@ -72,7 +72,7 @@ TEST_REQUIREMENTS=(
   flake8-import-order
   flake8-quotes
   pydocstyle
-  pytest
+  'pytest<8.4'   # what ROS 2 users run (launch_pytest breaks on 8.4+)
   hypothesis
   scipy
   # PyTorch on the CPU: reading .pt weights, the ONNX graph checked against torch

@@ -135,6 +135,17 @@ def test_node_processes_deal_cameras_and_keep_the_params_file(tmp_path):
     assert result['warnings'] == []
 
 
+def test_node_processes_note_when_no_mps_daemon_runs(tmp_path):
+    assert settings(cameras='c0,c1')['notes'] == []
+    [note] = settings(cameras='c0,c1', node_processes='2',
+                      env={'CUDA_MPS_PIPE_DIRECTORY': str(tmp_path)})['notes']
+    assert 'nvidia-cuda-mps-control -d' in note and note.startswith('2 node processes')
+    (tmp_path / 'control').touch()  # the daemon's control pipe: MPS runs, nothing to say
+    assert settings(cameras='c0,c1', node_processes='2',
+                    env={'CUDA_MPS_PIPE_DIRECTORY': str(tmp_path)})['notes'] == []
+    assert launch_file.mps_running({}, exists=lambda path: path == '/tmp/nvidia-mps/control')
+
+
 def test_node_processes_more_than_cameras_warns():
     result = settings(cameras='c0,c1', node_processes='4')
     assert [name for name, _ in result['nodes']] == ['xfeat_0', 'xfeat_1']
