@@ -2,22 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """bench/replay_engine.py keeps the engine contract with results that cost nothing."""
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
+from script_loader import load_script
 
 
 def load_tool():
     """Import bench/replay_engine.py as a module."""
-    path = REPO / 'bench' / 'replay_engine.py'
-    spec = importlib.util.spec_from_file_location('bench_replay_engine', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('bench/replay_engine.py', 'bench_replay_engine')
 
 
 def test_replayed_results_have_the_engine_shapes():

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from script_loader import load_script
 
 from xfeat_ros import dds
 
@@ -17,12 +18,7 @@ TOOL = [sys.executable, str(REPO / 'bench' / 'transport.py')]
 
 def load_tool():
     """Import bench/transport.py as a module."""
-    import importlib.util
-    path = REPO / 'bench' / 'transport.py'
-    spec = importlib.util.spec_from_file_location('bench_transport', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('bench/transport.py', 'bench_transport')
 
 
 def test_latency_stats_skip_warmup_and_count_losses():

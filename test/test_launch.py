@@ -11,11 +11,11 @@ cameras with ``remappings``); they need launch_pytest, which ships with ROS 2
 and not with the PyPI wheels, so they are skipped there with that reason.
 """
 
-import importlib.util
 from pathlib import Path
 import time
 
 import pytest
+from script_loader import load_script
 
 from xfeat_ros import dds
 from xfeat_ros.errors import ParameterError
@@ -27,10 +27,7 @@ DEFAULT_PARAMS = str(REPO / 'config' / 'xfeat.yaml')
 
 def load_launch_module():
     """Import the launch file as a module (it imports launch only when used)."""
-    spec = importlib.util.spec_from_file_location('xfeat_launch_file', LAUNCH_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(LAUNCH_FILE.relative_to(REPO), 'xfeat_launch_file')
 
 
 launch_file = load_launch_module()
