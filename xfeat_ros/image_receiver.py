@@ -23,6 +23,7 @@ the executor keeps everything else (parameters, timers, camera_info).
 
 from contextlib import ExitStack
 import threading
+import time
 import traceback
 
 from rclpy.callback_groups import CallbackGroup
@@ -30,6 +31,7 @@ from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 WAIT_TIMEOUT_NS = 100_000_000  # wake up this often to see a stop or a shut-down context
+RETRY_S = 0.1  # after a failed wait
 
 
 class _Outside(CallbackGroup):
@@ -122,10 +124,12 @@ class ImageReceiver:
                 self._serve(callbacks)
             except InvalidHandle:
                 continue  # a subscription went away: rebuild the wait set
-            except _rclpy.RCLError:
-                if self._running():
-                    raise
-                return  # the context was shut down under the wait
+            except _rclpy.RCLError as exc:
+                if not self._running():
+                    return  # the context was shut down under the wait
+                # Never a silent end of image receipt: say it, wait a little, wait again.
+                self._on_error(f'waiting for images failed: {exc}; retrying')
+                time.sleep(RETRY_S)
 
     def _serve(self, callbacks):
         """Wait on ``callbacks``' subscriptions until they change or the receiver stops."""
