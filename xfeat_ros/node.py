@@ -14,7 +14,8 @@ parameters or ``c/camera_info``), ``c/keypoint_cloud`` (PointCloud2),
 
 A thin ROS adapter over the ROS-free core (:mod:`xfeat_ros.core`): it declares
 the parameters (:mod:`xfeat_ros.parameters`), takes each image message in
-:meth:`XFeatNode.on_image` (checked and queued by the core's stream and
+:meth:`XFeatNode.on_image` on the image receiver's thread
+(:mod:`xfeat_ros.image_receiver`; checked and queued by the core's stream and
 scheduler), publishes what the core's front-end hands it (the ``publish_*``
 methods; Keypoints and Matches in :meth:`XFeatNode.publish_frame`), and
 reports per-camera health on ``/diagnostics``.
