@@ -4,6 +4,7 @@
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -27,10 +28,8 @@ def rig():
     publisher = node.create_publisher(Image, 'receiver_test/image', qos)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
-    rig = type('Rig', (), {})()
-    rig.node, rig.receiver, rig.publisher, rig.executor, rig.errors = (
-        node, receiver, publisher, executor, errors)
-    rig.qos, rig.Image = qos, Image
+    rig = SimpleNamespace(node=node, receiver=receiver, publisher=publisher, executor=executor,
+                          errors=errors, qos=qos, Image=Image)
     yield rig
     receiver.stop()
     executor.shutdown()

@@ -75,8 +75,8 @@ class ImageReceiver:
         """
         Create a raw subscription served here; returns it.
 
-        ``callback(payload, info)`` runs on this receiver's thread. The
-        subscription's QoS events stay with the node's executor.
+        ``callback(payload, info)`` runs on this receiver's thread, and so do
+        the callbacks of ``event_callbacks`` (the subscription's QoS events).
         """
         subscription = self._node.create_subscription(
             msg_type, topic, callback, qos, event_callbacks=event_callbacks, raw=True)
