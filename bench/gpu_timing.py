@@ -219,14 +219,18 @@ def backbone_kernels(weights, groups=(1, 8), steps=10):
 
 
 PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
-         'direct_convs': 0}
+         'direct_convs': 0, 'wide_convs': False}
 VARIANTS = {
     'plain (folded BN only)': PLAIN,
     'fused_relu': {**PLAIN, 'fused_relu': True},
     'parallel_heads': {**PLAIN, 'parallel_heads': True},
     'fused_scales': {**PLAIN, 'fused_scales': True},
     'direct_convs': {**PLAIN, 'direct_convs': 4},
+    'wide_convs': {**PLAIN, 'wide_convs': True},
+    'defaults/wide_convs=all': {'wide_convs': ('block2', 'block3', 'block4', 'block5',
+                                               'block_fusion')},
     'defaults': {},
+    'defaults/wide_convs=off': {'wide_convs': False},
     'defaults/direct_convs=0': {'direct_convs': 0},
     'defaults/direct_convs=1': {'direct_convs': 1},
     'defaults/direct_convs=2': {'direct_convs': 2},

@@ -28,12 +28,31 @@
 //       consecutive channels, blocks of CONV_BX x CONV_BY pixels, grid (ceil(Wo /
 //       CONV_BX), ceil(Ho / CONV_BY), B * COUT / CO); the block's weights in shared memory.
 //
-// Macros injected by the loader: the launch shapes CONV_BX, CONV_BY (32 x 8) and
-// CONV_CO (8), read by the Python launch from the same place
-// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+//   conv3x3_relu_24x24, conv3x3_relu_24x64_s2, conv3x3_relu_64x64, conv3x3_relu_64x64_s2,
+//   conv3x3_relu_64x128_s2, conv3x3_relu_128x128   (same arguments as above)
+//       The same convolution + bias + ReLU for the 3x3 layers of blocks 2-5 and the
+//       fusion block, whose maps are small (15x20 to 120x160 at 640x480) and where
+//       cuDNN's FP32 implicit GEMM runs a few tiles per layer at one frame. FP32: warp
+//       w sums its CIN / WIDE_SPLIT input channels in (ci, ky, kx) order from 0, then
+//       out = relu(bias + part_0 + ... + part_{WIDE_SPLIT-1}) in warp order.
+//       Thread mapping: blocks of 32 x WIDE_SPLIT threads over 32 consecutive output
+//       pixels (row-major over Ho x Wo; the lane) and WIDE_CO channels; warp w takes
+//       input channels [w, w + 1) * CIN / WIDE_SPLIT; the partial sums meet in shared
+//       memory. Grid (ceil(Ho * Wo / 32), COUT / WIDE_CO, B); the block's weights in
+//       shared memory as WIDE_CO / 4 float4 per (ci, ky, kx).
+//
+// Macros injected by the loader: the launch shapes CONV_BX, CONV_BY (32 x 8),
+// CONV_CO (8), WIDE_CO (8) and WIDE_SPLIT (8), read by the Python launch from the
+// same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
 #if !defined(CONV_BX) || !defined(CONV_BY) || !defined(CONV_CO)
 #error "CONV_BX, CONV_BY and CONV_CO must be defined by the loader"
+#endif
+#if !defined(WIDE_CO) || !defined(WIDE_SPLIT)
+#error "WIDE_CO and WIDE_SPLIT must be defined by the loader"
+#endif
+#if WIDE_CO % 4 != 0 || WIDE_SPLIT < 1 || WIDE_SPLIT > 32
+#error "WIDE_CO must be a multiple of 4 (float4 weights) and WIDE_SPLIT 1..32 warps"
 #endif
 
 __device__ __forceinline__ void source_index(int dst, int in_size, float scale, int* i0,
@@ -154,3 +173,100 @@ CONV3X3_RELU(conv3x3_relu_1x4, 1, 4, 1)
 CONV3X3_RELU(conv3x3_relu_4x8_s2, 4, 8, 2)
 CONV3X3_RELU(conv3x3_relu_8x8, 8, 8, 1)
 CONV3X3_RELU(conv3x3_relu_8x24_s2, 8, 24, 2)
+
+template <int CIN, int COUT, int STRIDE>
+__device__ __forceinline__ void conv3x3_relu_wide(const float* __restrict__ x,
+                                                  const float* __restrict__ weight,
+                                                  const float* __restrict__ bias, int H, int W,
+                                                  int Ho, int Wo, float* __restrict__ out)
+{
+    constexpr int QUADS = WIDE_CO / 4;
+    constexpr int CI_PART = CIN / WIDE_SPLIT;
+    static_assert(COUT % WIDE_CO == 0, "output channels must split into groups of WIDE_CO");
+    static_assert(CIN % WIDE_SPLIT == 0, "input channels must split over WIDE_SPLIT warps");
+    __shared__ float4 s_w[CIN * 9 * QUADS];
+    __shared__ float s_part[WIDE_SPLIT][WIDE_CO][32];
+    const int frame = blockIdx.z;
+    const int co0 = blockIdx.y * WIDE_CO;
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    for (int i = tid; i < CIN * 9 * QUADS; i += 32 * WIDE_SPLIT) {
+        const int q = i % QUADS;
+        const float* w = weight + (long long)(co0 + 4 * q) * CIN * 9 + i / QUADS;
+        s_w[i] = make_float4(w[0], w[CIN * 9], w[2 * CIN * 9], w[3 * CIN * 9]);
+    }
+    __syncthreads();
+    const int pixels = Ho * Wo;
+    const int p = blockIdx.x * 32 + lane;
+    const bool valid = p < pixels;
+    const int oy = valid ? p / Wo : 0;
+    const int ox = valid ? p - oy * Wo : 0;
+    int offset[9];
+    bool inside[9];
+#pragma unroll
+    for (int ky = 0; ky < 3; ++ky) {
+#pragma unroll
+        for (int kx = 0; kx < 3; ++kx) {
+            const int iy = oy * STRIDE - 1 + ky;
+            const int ix = ox * STRIDE - 1 + kx;
+            inside[ky * 3 + kx] = valid && iy >= 0 && iy < H && ix >= 0 && ix < W;
+            offset[ky * 3 + kx] = inside[ky * 3 + kx] ? iy * W + ix : 0;
+        }
+    }
+    float acc[WIDE_CO];
+#pragma unroll
+    for (int c = 0; c < WIDE_CO; ++c) {
+        acc[c] = 0.0f;
+    }
+    const long long plane = (long long)H * W;
+    const float* xc = x + ((long long)frame * CIN + warp * CI_PART) * plane;
+    const float4* wq = s_w + warp * CI_PART * 9 * QUADS;
+#pragma unroll 2
+    for (int ci = 0; ci < CI_PART; ++ci, xc += plane, wq += 9 * QUADS) {
+#pragma unroll
+        for (int k = 0; k < 9; ++k) {
+            const float v = inside[k] ? __ldg(xc + offset[k]) : 0.0f;
+#pragma unroll
+            for (int q = 0; q < QUADS; ++q) {
+                const float4 w = wq[k * QUADS + q];
+                acc[4 * q] = fmaf(w.x, v, acc[4 * q]);
+                acc[4 * q + 1] = fmaf(w.y, v, acc[4 * q + 1]);
+                acc[4 * q + 2] = fmaf(w.z, v, acc[4 * q + 2]);
+                acc[4 * q + 3] = fmaf(w.w, v, acc[4 * q + 3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < WIDE_CO; ++c) {
+        s_part[warp][c][lane] = acc[c];
+    }
+    __syncthreads();
+    for (int o = tid; o < WIDE_CO * 32; o += 32 * WIDE_SPLIT) {
+        const int c = o >> 5;
+        const int q = blockIdx.x * 32 + (o & 31);
+        if (q < pixels) {
+            float sum = __ldg(bias + co0 + c);
+#pragma unroll
+            for (int w = 0; w < WIDE_SPLIT; ++w) {
+                sum += s_part[w][c][o & 31];
+            }
+            out[((long long)frame * COUT + co0 + c) * pixels + q] = fmaxf(sum, 0.0f);
+        }
+    }
+}
+
+#define CONV3X3_RELU_WIDE(NAME, CIN, COUT, STRIDE)                                             \
+    extern "C" __global__ void __launch_bounds__(32 * WIDE_SPLIT)                           \
+    NAME(const float* __restrict__ x, const float* __restrict__ weight,                      \
+         const float* __restrict__ bias, int H, int W, int Ho, int Wo, float* __restrict__ out) \
+    {                                                                                          \
+        conv3x3_relu_wide<CIN, COUT, STRIDE>(x, weight, bias, H, W, Ho, Wo, out);              \
+    }
+
+CONV3X3_RELU_WIDE(conv3x3_relu_24x24, 24, 24, 1)
+CONV3X3_RELU_WIDE(conv3x3_relu_24x64_s2, 24, 64, 2)
+CONV3X3_RELU_WIDE(conv3x3_relu_64x64, 64, 64, 1)
+CONV3X3_RELU_WIDE(conv3x3_relu_64x64_s2, 64, 64, 2)
+CONV3X3_RELU_WIDE(conv3x3_relu_64x128_s2, 64, 128, 2)
+CONV3X3_RELU_WIDE(conv3x3_relu_128x128, 128, 128, 1)

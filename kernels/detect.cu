@@ -42,8 +42,10 @@
 //       unique), writes the frame's keypoints in original pixels (x * rw, y * rh),
 //       scores and count (number kept) through its frame-table row, the
 //       model-space positions y * mw + x, and counts[f] (if counts is not null).
-//       Thread mapping: one thread per selected key, RANK_THREADS per block,
-//       the other keys streamed through shared memory; frame = blockIdx.y.
+//       Thread mapping: RANK_SPLIT consecutive lanes per selected key (each counts
+//       every RANK_SPLIT-th larger key, the group sums by shuffles), RANK_THREADS
+//       per block (RANK_THREADS / RANK_SPLIT keys), the keys streamed through
+//       shared memory in tiles of RANK_TILE; frame = blockIdx.y.
 //
 // Frame table (frames): FT_FIELDS unsigned 64-bit words per frame; word FT_COUNT
 // is the int* count, FT_KEYPOINTS the float* [top_k, 2], FT_SCORES the float*
@@ -66,8 +68,9 @@
 // Macros injected by the loader: CELL (8, heatmap cell side), NMS_RADIUS (2),
 // FT_FIELDS, FT_COUNT, FT_KEYPOINTS, FT_SCORES, FT_SCALES (frame-table layout,
 // xfeat_ros.gpu.kernels.FRAME_TABLE); the launch shapes NMS_BX, NMS_BY (32 x 8),
-// RADIX_BITS (16), SELECT_THREADS (1024), RANK_THREADS (128), which the Python
-// launches read from the same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// RADIX_BITS (16), SELECT_THREADS (1024), RANK_THREADS (128), RANK_SPLIT (8), RANK_TILE
+// (2048), which the Python launches read from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false; float operations that must round like the NumPy
 // oracle (coordinates, weights, sums) use explicit round-to-nearest intrinsics.
 
@@ -83,6 +86,13 @@
 #if !defined(NMS_BX) || !defined(NMS_BY) || !defined(RADIX_BITS) || !defined(SELECT_THREADS) \
     || !defined(RANK_THREADS)
 #error "NMS_BX, NMS_BY, RADIX_BITS, SELECT_THREADS and RANK_THREADS must be defined by the loader"
+#endif
+#if !defined(RANK_SPLIT) || !defined(RANK_TILE)
+#error "RANK_SPLIT and RANK_TILE must be defined by the loader"
+#endif
+#if RANK_SPLIT < 1 || RANK_SPLIT > 32 || (RANK_SPLIT & (RANK_SPLIT - 1)) != 0 \
+    || RANK_THREADS % 32 != 0
+#error "RANK_SPLIT must be a power of two up to 32 and RANK_THREADS whole warps"
 #endif
 
 #define CELL_CH (CELL * CELL)
@@ -436,7 +446,7 @@ rank_sorted(const u64* __restrict__ selected, int sel_stride, const int* __restr
             int top_k, int mw, const u64* __restrict__ frames, int* __restrict__ counts,
             int* __restrict__ positions)
 {
-    __shared__ u64 tile[RANK_THREADS];
+    __shared__ u64 tile[RANK_TILE];
     const long long frame = blockIdx.y;
     selected += frame * sel_stride;
     positions += frame * sel_stride;
@@ -453,24 +463,33 @@ rank_sorted(const u64* __restrict__ selected, int sel_stride, const int* __restr
             counts[frame] = m;
         }
     }
-    const int base = blockIdx.x * RANK_THREADS;
+    // RANK_SPLIT consecutive lanes share a key: lane s of its group counts the keys
+    // q = s, s + RANK_SPLIT, ... of each tile that are larger; the group sums them.
+    constexpr int KEYS = RANK_THREADS / RANK_SPLIT;
+    const int base = blockIdx.x * KEYS;
     if (base >= m) {
         return;
     }
-    const int i = base + threadIdx.x;
+    const int part = threadIdx.x % RANK_SPLIT;
+    const int i = base + threadIdx.x / RANK_SPLIT;
     const u64 key = i < m ? selected[i] : 0ull;
     int rank = 0;
-    for (int t0 = 0; t0 < m; t0 += RANK_THREADS) {
-        const int j = t0 + threadIdx.x;
-        tile[threadIdx.x] = j < m ? selected[j] : 0ull;
+    for (int t0 = 0; t0 < m; t0 += RANK_TILE) {
+        const int lim = min(RANK_TILE, m - t0);
+        for (int j = threadIdx.x; j < lim; j += RANK_THREADS) {
+            tile[j] = selected[t0 + j];
+        }
         __syncthreads();
-        const int lim = min(RANK_THREADS, m - t0);
-        for (int q = 0; q < lim; ++q) {
+        for (int q = part; q < lim; q += RANK_SPLIT) {
             rank += tile[q] > key;
         }
         __syncthreads();
     }
-    if (i >= m) {
+#pragma unroll
+    for (int offset = RANK_SPLIT / 2; offset > 0; offset /= 2) {
+        rank += __shfl_xor_sync(0xFFFFFFFFu, rank, offset, RANK_SPLIT);
+    }
+    if (i >= m || part != 0) {
         return;
     }
     const unsigned int pos = 0xFFFFFFFFu - (unsigned int)(key & 0xFFFFFFFFull);

@@ -26,7 +26,9 @@ from xfeat_ros.image_files import read_image
 
 
 PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
-         'direct_convs': 0}
+         'direct_convs': 0, 'wide_convs': False}
+WIDE_LAYERS = 6  # 3x3 layers of blocks 4 and 5
+ALL_WIDE = ('block2', 'block3', 'block4', 'block5', 'block_fusion')  # 12 3x3 layers
 
 
 def run_backbone(cp, backbone, images):
@@ -46,11 +48,15 @@ def run_backbone(cp, backbone, images):
                                      {**PLAIN, 'parallel_heads': True},
                                      {**PLAIN, 'fused_scales': True},
                                      {**PLAIN, 'direct_convs': 4},
+                                     {**PLAIN, 'wide_convs': True},
+                                     {**PLAIN, 'wide_convs': ALL_WIDE},
                                      {'direct_convs': 2},
+                                     {'wide_convs': False},
                                      {'cudnn_benchmark': True}],
                          ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
-                              'direct_convs', 'defaults+direct_convs=2',
-                              'defaults+cudnn_benchmark'])
+                              'direct_convs', 'wide_convs', 'wide_convs=all',
+                              'defaults+direct_convs=2',
+                              'defaults-wide_convs', 'defaults+cudnn_benchmark'])
 @pytest.mark.parametrize('frames', [1, 3])
 def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, frames):
     """Every speed-up of the PyTorch backbone against the plain folded network."""
@@ -63,6 +69,9 @@ def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, fra
     plain = TorchBackbone(weights, 0, **PLAIN)
     fast = TorchBackbone(weights, 0, **options)
     assert fast.direct_convs == options.get('direct_convs', 4) and plain.direct_convs == 0
+    wide = options.get('wide_convs', True)
+    assert fast.wide_convs == (12 if wide == ALL_WIDE else WIDE_LAYERS if wide else 0)
+    assert plain.wide_convs == 0
     for want, got in zip(run_backbone(cp, plain, images), run_backbone(cp, fast, images)):
         assert np.all(np.isfinite(got))
         scale = np.max(np.abs(want))
@@ -90,29 +99,47 @@ def test_fuse_scales_equals_interpolate_and_add(shape):
     np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=2e-6)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize('cin,cout,stride', [(1, 4, 1), (4, 8, 2), (8, 8, 1), (8, 24, 2)])
-@pytest.mark.parametrize('shape', [(1, 480, 640), (3, 37, 50), (2, 8, 9), (1, 1, 1)])
-def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
-    """A direct 3x3 conv + bias + ReLU against F.conv2d (FP32, no TF32) + relu."""
+def conv_against_cudnn(name, launch, cin, cout, stride, shape, atol):
+    """Run ``backbone.cu``'s ``name`` by ``launch`` and F.conv2d + relu on the same data."""
     import torch
     import torch.nn.functional as F  # noqa: N812
     from xfeat_ros.gpu.backbone import exact_convolutions
-    from xfeat_ros.gpu.backbone_kernels import DIRECT_CONVS, launch_conv3x3_relu
-    kernel = ops.function(kernels.backbone_module(0), DIRECT_CONVS[(cin, cout, stride)])
-    gen = torch.Generator(device='cuda').manual_seed(cin * 100 + shape[1])
+    kernel = ops.function(kernels.backbone_module(0), name)
+    gen = torch.Generator(device='cuda').manual_seed(cin * 100 + cout + shape[1])
     frames, h, w = shape
     x = torch.randn(frames, cin, h, w, device='cuda', generator=gen)
     weight = torch.randn(cout, cin, 3, 3, device='cuda', generator=gen) / (3 * cin ** 0.5)
     bias = torch.randn(cout, device='cuda', generator=gen) * 0.1
     with torch.no_grad(), exact_convolutions(torch):
         want = F.relu(F.conv2d(x, weight, bias, stride=stride, padding=1))
-    got = launch_conv3x3_relu(kernel, x, weight, bias, stride, torch)
+    got = launch(kernel, x, weight, bias, stride, torch)
     torch.cuda.synchronize()
     assert got.shape == want.shape
     assert want.numel() < 1000 or torch.count_nonzero(want) > 0.2 * want.numel()
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('cin,cout,stride', [(1, 4, 1), (4, 8, 2), (8, 8, 1), (8, 24, 2)])
+@pytest.mark.parametrize('shape', [(1, 480, 640), (3, 37, 50), (2, 8, 9), (1, 1, 1)])
+def test_direct_conv_equals_cudnn(cin, cout, stride, shape):
+    """A direct 3x3 conv + bias + ReLU against F.conv2d (FP32, no TF32) + relu."""
+    from xfeat_ros.gpu.backbone_kernels import DIRECT_CONVS, launch_conv3x3_relu
     # same products, another summation order: FP32 rounding of up to 72 terms
-    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=3e-5)
+    conv_against_cudnn(DIRECT_CONVS[(cin, cout, stride)], launch_conv3x3_relu, cin, cout,
+                       stride, shape, atol=3e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('cin,cout,stride', [(24, 24, 1), (24, 64, 2), (64, 64, 1), (64, 64, 2),
+                                             (64, 128, 2), (128, 128, 1)])
+@pytest.mark.parametrize('shape', [(1, 120, 160), (3, 15, 20), (2, 7, 9), (1, 1, 1)])
+def test_wide_conv_equals_cudnn(cin, cout, stride, shape):
+    """A wide direct 3x3 conv + bias + ReLU (blocks 2-5, fusion) against F.conv2d + relu."""
+    from xfeat_ros.gpu.backbone_kernels import launch_conv3x3_relu_wide, WIDE_CONVS
+    # outputs of order 1, up to 1152 terms summed in another order than cuDNN's
+    conv_against_cudnn(WIDE_CONVS[(cin, cout, stride)], launch_conv3x3_relu_wide, cin, cout,
+                       stride, shape, atol=1e-4)
 
 
 @pytest.mark.gpu

@@ -229,6 +229,35 @@ def test_submit_group_equals_submit_and_results_equal_features(engine, shared_di
 
 
 @pytest.mark.gpu
+def test_epipolar_checks_on_side_streams_equal_one_check_each(engine, shared_dir):
+    """
+    Ten chained TUM frames in one group: ten matches, so more than EPIPOLAR_BRANCHES checks.
+
+    The checks run on the side streams of the match graph (captured on the
+    first group, replayed on the second); each slot's mask must equal the
+    check of the same matched points on its own (EpipolarRansac.fit).
+    """
+    from xfeat_ros.gpu.engine import EPIPOLAR_BRANCHES
+    from xfeat_ros.gpu.ransac import EpipolarRansac
+    from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
+    paths = sorted((shared_dir / 'data' / 'tum_fr2_desk' / 'rgb').glob('*.png'))[:10]
+    msgs = [raw_image(read_image(path)[0], 'rgb8') for path in paths]
+    assert len(msgs) == 10 > EPIPOLAR_BRANCHES
+    alone = EpipolarRansac(EPIPOLAR_THRESHOLD_PX)
+    previous = engine.alloc_slot()
+    engine.submit(msgs[-1], previous)
+    slots = [engine.alloc_slot() for _ in msgs]
+    for _ in range(2):  # capture, then replay
+        engine.submit_group(msgs, slots, previous=previous, chain=True)
+        results = engine.results([previous] + slots)
+        for (before, _), (features, match) in zip(results, results[1:]):
+            assert len(match) > 100 and match.verified.dtype == bool
+            want = alone.fit(before.keypoints[match.idx0], features.keypoints[match.idx1])
+            np.testing.assert_array_equal(match.verified, want.mask)
+            assert want.count > 0.5 * len(match)
+
+
+@pytest.mark.gpu
 def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
     """
     Copy whole capacities and cut them to the counts: same as counted rows.

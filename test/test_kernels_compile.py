@@ -166,8 +166,9 @@ def test_launch_constants_come_from_the_preamble(variant):
 
 def test_python_launches_keep_no_copy_of_a_launch_constant():
     """The launch shapes live in kernels.py only; the launching modules import them."""
-    python_names = {'CONV_BLOCK', 'CONV_CO', 'NMS_BLOCK', 'RADIX_BITS', 'SELECT_THREADS',
-                    'RANK_THREADS', 'NORM_PIXELS', 'NORM_THREADS', 'MATCH_TILE',
+    python_names = {'CONV_BLOCK', 'CONV_CO', 'WIDE_CO', 'WIDE_SPLIT', 'NMS_BLOCK',
+                    'RADIX_BITS', 'SELECT_THREADS', 'RANK_THREADS', 'RANK_SPLIT', 'RANK_TILE',
+                    'NORM_PIXELS', 'NORM_THREADS', 'MATCH_TILE',
                     'MATCH_THREADS', 'COLLECT_THREADS', 'TC_THREADS', 'RANSAC_SCORE_MODELS',
                     'RANSAC_SCORE_THREADS', 'RANSAC_REFINE_THREADS'}
     assert all(hasattr(kernels, name) for name in python_names)

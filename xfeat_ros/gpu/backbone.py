@@ -33,7 +33,7 @@ import numpy as np
 from xfeat_ros.engine import GPU_BACKENDS  # the one list of backends
 from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu.backbone_kernels import (launch_fuse_scales, raw_graph_launcher,
-                                            use_direct_convs)
+                                            use_direct_convs, use_wide_convs, WIDE_BLOCKS)
 
 LOG = logging.getLogger(__name__)
 
@@ -236,8 +236,10 @@ class TorchBackbone:
     ``kernels/backbone.cu`` (:func:`forward_folded`); ``direct_convs`` runs
     the first that many layers of block1 (1 -> 4, 4 -> 8 / 2, 8 -> 8,
     8 -> 24 / 2 channels; 0 to 4) with ``backbone.cu``'s direct FP32
-    convolutions instead of cuDNN (:func:`use_direct_convs`). The last three
-    need ``fold=True`` (and CuPy, else they are left off) and FP32.
+    convolutions instead of cuDNN (:func:`use_direct_convs`); ``wide_convs``
+    runs the 3x3 layers of blocks 2-5 and the fusion block with the wide
+    direct kernels (:func:`use_wide_convs`). The last four need ``fold=True``
+    (and CuPy, else they are left off) and FP32.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -249,7 +251,8 @@ class TorchBackbone:
 
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
                  cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
-                 parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS):
+                 parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS,
+                 wide_convs=True):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -284,6 +287,13 @@ class TorchBackbone:
                 self.direct_convs = use_direct_convs(self.net, direct_convs, int(gpu), torch)
             except (ImportError, BackendError) as exc:
                 LOG.info('direct convolutions off (%s)', exc)
+        self.wide_convs = 0
+        if wide_convs and fold and not channels_last and precision == 'fp32':
+            try:
+                blocks = wide_convs if isinstance(wide_convs, tuple) else WIDE_BLOCKS
+                self.wide_convs = use_wide_convs(self.net, int(gpu), torch, blocks)
+            except (ImportError, BackendError) as exc:
+                LOG.info('wide direct convolutions off (%s)', exc)
         self._bindings = {}
         self._streams = {}
         self._pool = None  # graph memory pool shared by every captured batch/input size

@@ -8,6 +8,8 @@ The PyTorch backbone's own kernels and launches (``kernels/backbone.cu``), on Py
 * :func:`launch_fuse_scales` - ``x3 + up(x4) + up(x5)`` in one kernel;
 * :func:`launch_conv3x3_relu` / :func:`use_direct_convs` - direct FP32
   3x3 convolutions + bias + ReLU for block1's small-channel layers;
+* :func:`launch_conv3x3_relu_wide` / :func:`use_wide_convs` - the same for
+  the 3x3 layers of blocks 2-5 and the fusion block (small maps);
 * :func:`raw_graph_launcher` - a captured graph launched without PyTorch.
 
 Every launch goes to PyTorch's current stream, so it is captured when a
@@ -16,7 +18,8 @@ CUDA graph capture is under way; outputs come from PyTorch's allocator.
 
 import numpy as np
 
-from xfeat_ros.gpu.kernels import CONV_BLOCK, CONV_CO  # injected into backbone.cu
+from xfeat_ros.gpu.kernels import (CONV_BLOCK, CONV_CO, WIDE_CO,  # injected into backbone.cu
+                                   WIDE_SPLIT)
 
 FUSE_THREADS = 256
 FUSE_MAX_BLOCKS = 4096
@@ -108,8 +111,8 @@ def launch_conv3x3_relu(kernel, x, weight, bias, stride, torch):
     return out
 
 
-def _direct_conv_module(torch, kernel, weight, bias, stride):
-    """Return a module running a folded conv + bias + ReLU by :func:`launch_conv3x3_relu`."""
+def _direct_conv_module(torch, launch, kernel, weight, bias, stride):
+    """Return a module running a folded conv + bias + ReLU by ``launch`` (one of the above)."""
     class _DirectConvReLU(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -117,9 +120,34 @@ def _direct_conv_module(torch, kernel, weight, bias, stride):
             self.bias = torch.nn.Parameter(bias.detach().contiguous(), requires_grad=False)
 
         def forward(self, x):
-            return launch_conv3x3_relu(kernel, x, self.weight, self.bias, stride, torch)
+            return launch(kernel, x, self.weight, self.bias, stride, torch)
 
     return _DirectConvReLU()
+
+
+def _replace_convs(layers, names, launch, gpu, torch, stop_at_other=False):
+    """
+    Run each BasicLayer of ``layers`` whose 3x3 conv has a shape in ``names`` by ``launch``.
+
+    ``names``: (in channels, out channels, stride) -> ``backbone.cu`` entry point.
+    With ``stop_at_other`` the first layer of another shape ends the walk.
+    Returns how many layers were replaced.
+    """
+    from xfeat_ros.gpu import kernels, ops
+    module = kernels.backbone_module(gpu)
+    done = 0
+    for layer in layers:
+        conv = layer.layer[0]
+        stride = int(conv.stride[0])
+        name = names.get((conv.weight.shape[1], conv.weight.shape[0], stride))
+        if name is None or tuple(conv.weight.shape[2:]) != (3, 3) or conv.bias is None:
+            if stop_at_other:
+                break
+            continue
+        layer.layer = torch.nn.Sequential(_direct_conv_module(
+            torch, launch, ops.function(module, name), conv.weight, conv.bias, stride))
+        done += 1
+    return done
 
 
 def use_direct_convs(net, layers, gpu, torch):
@@ -129,19 +157,57 @@ def use_direct_convs(net, layers, gpu, torch):
     Each must be a 3x3 conv + bias + ReLU of a shape in :data:`DIRECT_CONVS`;
     returns how many were replaced (stops at the first that is not).
     """
-    from xfeat_ros.gpu import kernels, ops
-    module = kernels.backbone_module(gpu)
-    done = 0
-    for layer in list(net.block1)[:max(0, int(layers))]:
-        conv = layer.layer[0]
-        stride = int(conv.stride[0])
-        name = DIRECT_CONVS.get((conv.weight.shape[1], conv.weight.shape[0], stride))
-        if name is None or tuple(conv.weight.shape[2:]) != (3, 3) or conv.bias is None:
-            break
-        layer.layer = torch.nn.Sequential(_direct_conv_module(
-            torch, ops.function(module, name), conv.weight, conv.bias, stride))
-        done += 1
-    return done
+    return _replace_convs(list(net.block1)[:max(0, int(layers))], DIRECT_CONVS,
+                          launch_conv3x3_relu, gpu, torch, stop_at_other=True)
+
+
+# (in channels, out channels, stride) -> backbone.cu entry point (blocks 2-5, fusion)
+WIDE_CONVS = {(24, 24, 1): 'conv3x3_relu_24x24', (24, 64, 2): 'conv3x3_relu_24x64_s2',
+              (64, 64, 1): 'conv3x3_relu_64x64', (64, 64, 2): 'conv3x3_relu_64x64_s2',
+              (64, 128, 2): 'conv3x3_relu_64x128_s2', (128, 128, 1): 'conv3x3_relu_128x128'}
+# Blocks 4 and 5 only (maps of 30x40 and 15x20 at 640x480): there the kernels beat
+# cuDNN at one frame (2-3.5x per layer) and match it at 8; on block 2, 3 and the
+# fusion block's larger maps they lose at 8 frames (bench/NOTES.md).
+WIDE_BLOCKS = ('block4', 'block5')
+
+
+def launch_conv3x3_relu_wide(kernel, x, weight, bias, stride, torch):
+    """
+    :func:`launch_conv3x3_relu` for the ``conv3x3_relu_wide`` kernels of :data:`WIDE_CONVS`.
+
+    A block per 32 output pixels and :data:`WIDE_CO` channels, its
+    :data:`WIDE_SPLIT` warps splitting the input channels; same arguments,
+    stream and allocator.
+    """
+    x = x.contiguous()
+    frames, _, height, width = x.shape
+    cout = weight.shape[0]
+    ho, wo = (height - 1) // stride + 1, (width - 1) // stride + 1
+    out = torch.empty((frames, cout, ho, wo), device=x.device, dtype=x.dtype)
+    grid = (-(-(ho * wo) // 32), cout // WIDE_CO, frames)
+    with _current_cupy_stream(torch):
+        kernel(grid, (32 * WIDE_SPLIT,),
+               (np.uint64(x.data_ptr()), np.uint64(weight.data_ptr()),
+                np.uint64(bias.data_ptr()), np.int32(height), np.int32(width), np.int32(ho),
+                np.int32(wo), np.uint64(out.data_ptr())))
+    return out
+
+
+def use_wide_convs(net, gpu, torch, blocks=WIDE_BLOCKS):
+    """
+    Run the 3x3 layers of :data:`WIDE_BLOCKS` (folded, on the GPU) with ``backbone.cu``.
+
+    The kernels cover every 3x3 shape of blocks 2-5 and the fusion block
+    (:data:`WIDE_CONVS`, all tested against cuDNN); ``blocks`` picks where
+    they run (default :data:`WIDE_BLOCKS`).
+
+    Every BasicLayer there whose conv has a shape in :data:`WIDE_CONVS` is
+    replaced (the 1x1 layers stay with cuDNN); returns how many.
+    """
+    from xfeat_ros.model import BasicLayer
+    layers = [layer for block in blocks for layer in getattr(net, block)
+              if isinstance(layer, BasicLayer)]
+    return _replace_convs(layers, WIDE_CONVS, launch_conv3x3_relu_wide, gpu, torch)
 
 
 def raw_graph_launcher(graph):

@@ -63,6 +63,10 @@ ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
 MAX_BATCH = 32
+# The epipolar checks of a flush's matches run on this many side streams (branches of
+# the match graph), each with its own scratch: a check keeps 1-16 blocks busy, so
+# several run side by side while the matcher (the whole GPU) goes on with the next pair.
+EPIPOLAR_BRANCHES = 8
 UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
 
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
@@ -136,8 +140,11 @@ class GpuEngine:
                         ops.function(module, entry)
             except (CompileException, cupy.cuda.runtime.CUDARuntimeError) as exc:
                 raise BackendError(f'CUDA kernels failed to compile or load: {exc}') from exc
-            # The track check of every match (issue 10: tracks off the host's critical path).
-            self.epipolar = EpipolarRansac(EPIPOLAR_THRESHOLD_PX)
+            # The track check of every match (issue 10: tracks off the host's critical path),
+            # made here: nothing may be allocated while a graph is captured.
+            self._branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
+                               cupy.cuda.Stream(non_blocking=True))
+                              for _ in range(EPIPOLAR_BRANCHES)]
 
     # -- settings and slots -------------------------------------------------------------------
 
@@ -278,8 +285,15 @@ class GpuEngine:
             slot.marks.extend(self.last_flush_marks)
             slot.done.record(stream)
 
-    def _match_pair(self, previous, slot, tensor_cores):
-        """Enqueue one pair's mutual-NN matching and its match-count copy (capturable)."""
+    def _match_pair(self, previous, slot, tensor_cores, branch=0):
+        """
+        Enqueue one pair's mutual-NN matching and its match-count copy (capturable).
+
+        The pair's epipolar check forks onto side stream ``branch`` (its own
+        scratch) right after the matcher; returns the event the main stream
+        must wait for before the pair's results are read.
+        """
+        cupy = self.cupy
         side0 = ops.DescriptorSet(previous.descriptors,
                                   ops.DeviceCount(previous.count, previous.capacity),
                                   previous.desc_dim)
@@ -287,18 +301,34 @@ class GpuEngine:
                                   slot.desc_dim)
         ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
                             self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-        self.epipolar.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
-                                      slot.epipolar, self.stream)
+        check, stream = self._branches[branch % len(self._branches)]
+        fork = cupy.cuda.Event(disable_timing=True)
+        fork.record(self.stream)
+        stream.wait_event(fork)
+        check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches, slot.epipolar,
+                              stream)
+        joined = cupy.cuda.Event(disable_timing=True)
+        joined.record(stream)
         self._mark(slot.marks, 'match')
         copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                   self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
+                   cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
+        return joined
+
+    def _match_pairs(self, pairs):
+        """Enqueue ``pairs`` in order, checks on the branches in turn, then join them."""
+        joins = [self._match_pair(*pair, branch=i) for i, pair in enumerate(pairs)]
+        for joined in joins:
+            self.stream.wait_event(joined)
 
     def _enqueue_matches(self, pairs):
         """
         Enqueue the matchings ``[(previous, slot, tensor_cores)]`` in order, as one graph.
 
-        The pairs share the scratch in stream order; the graph is keyed by
-        every pair's buffers, so a repeated pattern of slots replays it.
+        The pairs share the matcher's scratch in stream order; their epipolar
+        checks run on :data:`EPIPOLAR_BRANCHES` side streams (pair i on
+        branch i mod that), joined into the main stream before the slots'
+        ``done`` events. The graph is keyed by every pair's buffers, so a
+        repeated pattern of slots replays it.
         """
         rows = max(p.capacity for p, _, _ in pairs)
         cols = max(s.capacity for _, s, _ in pairs)
@@ -306,8 +336,7 @@ class GpuEngine:
             self._scratch.ensure(rows, cols)
         key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), self.min_cossim,
                self._scratch.generation)
-        self._launch(self._match_graphs, key,
-                     lambda: [self._match_pair(*pair) for pair in pairs])
+        self._launch(self._match_graphs, key, lambda: self._match_pairs(pairs))
         for _, slot, _ in pairs:
             slot.done.record(self.stream)
 
@@ -405,14 +434,15 @@ class GpuEngine:
 
         Every message is validated and copied into its slot's pinned staging
         buffer first, then all uploads are enqueued back to back and the group
-        is flushed: frames of one model size share one decode launch, one
-        backbone call and one launch of each detection kernel (up to
-        ``max_batch`` frames). With ``chain``, frame i is also matched against
-        frame i - 1 and the first frame against ``previous`` (a submitted slot)
-        when given. ``start_event`` (a CUDA event), if given, is recorded on
-        the stream after the host copies and before the first upload (device
-        time of the group without the host's copies). A typed error of a
-        message is raised before anything of the group is enqueued.
+        is flushed: frames of one model
+        size share one decode launch, one backbone call and one launch of each
+        detection kernel (up to ``max_batch`` frames). With ``chain``, frame
+        i is also matched against frame i - 1 and the first frame against
+        ``previous`` (a submitted slot) when given. ``start_event`` (a CUDA
+        event), if given, is recorded on the stream after the host copies and
+        before the first upload (device time of the group without the host's
+        copies). A typed error of a message is raised before anything of the group is
+        enqueued.
         """
         if len(msgs) != len(slots):
             raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')

@@ -41,7 +41,9 @@ ENTRY_POINTS = {
     'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score', 'ransac_refine'),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
-                    'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2'),
+                    'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2', 'conv3x3_relu_24x24',
+                    'conv3x3_relu_24x64_s2', 'conv3x3_relu_64x64', 'conv3x3_relu_64x64_s2',
+                    'conv3x3_relu_64x128_s2', 'conv3x3_relu_128x128'),
 }
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
@@ -56,10 +58,14 @@ EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
 # their thread mappings rely on.
 CONV_BLOCK = (32, 8)        # backbone.cu conv3x3_*: CONV_BX x CONV_BY pixels per block
 CONV_CO = 8                 # backbone.cu conv3x3_*: output channels per thread
+WIDE_CO = 8                 # backbone.cu conv3x3_relu_wide: output channels per block
+WIDE_SPLIT = 8              # backbone.cu conv3x3_relu_wide: warps splitting the input channels
 NMS_BLOCK = (32, 8)         # detect.cu nms_score: NMS_BX x NMS_BY threads per block
 RADIX_BITS = 16             # detect.cu: bits of one radix digit of the 64-bit top-K keys
 SELECT_THREADS = 1024       # detect.cu radix_select: threads of its one block per frame
 RANK_THREADS = 128          # detect.cu rank_sorted: threads per block
+RANK_SPLIT = 8              # detect.cu rank_sorted: threads sharing one key's count
+RANK_TILE = 2048            # detect.cu rank_sorted: keys per shared-memory tile (16 KiB)
 NORM_PIXELS = 32            # describe.cu normalize_feats: pixels per block
 NORM_THREADS = 256          # describe.cu normalize_feats: threads per block
 MATCH_TILE = 64             # match.cu: side of a similarity tile (TILE)
@@ -73,13 +79,15 @@ RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (n
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
     'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),
-                  ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS)),
+                  ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS),
+                  ('RANK_SPLIT', RANK_SPLIT), ('RANK_TILE', RANK_TILE)),
     'describe.cu': (('NORM_PIXELS', NORM_PIXELS), ('NORM_THREADS', NORM_THREADS)),
     'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
                  ('COLLECT_THREADS', COLLECT_THREADS), ('TC_THREADS', TC_THREADS)),
     'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS),
                   ('REFINE_THREADS', RANSAC_REFINE_THREADS)),
-    'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO)),
+    'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO),
+                    ('WIDE_CO', WIDE_CO), ('WIDE_SPLIT', WIDE_SPLIT)),
 }
 
 

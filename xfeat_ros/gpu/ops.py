@@ -31,8 +31,8 @@ from xfeat_ros.errors import DescriptorLayoutError
 from xfeat_ros.gpu import kernels
 # launch shapes the kernels are compiled with (injected into their preamble)
 from xfeat_ros.gpu.kernels import (COLLECT_THREADS, MATCH_THREADS, MATCH_TILE, NMS_BLOCK,
-                                   NORM_PIXELS, NORM_THREADS, RANK_THREADS, SELECT_THREADS,
-                                   TC_THREADS)
+                                   NORM_PIXELS, NORM_THREADS, RANK_SPLIT, RANK_THREADS,
+                                   SELECT_THREADS, TC_THREADS)
 
 # Block shapes of kernels written for any block size (Python-only choices).
 BLOCK_2D = (32, 8)
@@ -293,7 +293,7 @@ def select_top_k(bufs, k, model_w, table, stream, frames=None):
             (bufs.keys, bufs.count, capacity, bufs.sel64, bufs.sel32, np.int32(k),
              bufs.selected, stride))
         function(module, 'rank_sorted')(
-            (blocks(k, RANK_THREADS), frames), (RANK_THREADS,),
+            (blocks(k, RANK_THREADS // RANK_SPLIT), frames), (RANK_THREADS,),
             (bufs.selected, stride, bufs.sel32, np.int32(k), np.int32(model_w), table,
              bufs.counts, bufs.positions))
 
