@@ -235,7 +235,8 @@ def test_epipolar_checks_on_side_streams_equal_one_check_each(engine, shared_dir
 
     The checks run on the side streams of the match graph (captured on the
     first group, replayed on the second); each slot's mask must equal the
-    check of the same matched points on its own (EpipolarRansac.fit).
+    check of the same matched points on its own (EpipolarRansac.fit). With
+    ``epipolar`` off the matches stay and ``verified`` is None.
     """
     from xfeat_ros.gpu.engine import EPIPOLAR_BRANCHES
     from xfeat_ros.gpu.ransac import EpipolarRansac
@@ -255,6 +256,16 @@ def test_epipolar_checks_on_side_streams_equal_one_check_each(engine, shared_dir
             want = alone.fit(before.keypoints[match.idx0], features.keypoints[match.idx1])
             np.testing.assert_array_equal(match.verified, want.mask)
             assert want.count > 0.5 * len(match)
+    engine.epipolar = False  # no check: the same matches, no verdict
+    try:
+        engine.submit_group(msgs, slots, previous=previous, chain=True)
+        unchecked = engine.results([previous] + slots)
+    finally:
+        engine.epipolar = True
+    for (_, checked), (_, plain) in zip(results[1:], unchecked[1:]):
+        assert plain.verified is None
+        np.testing.assert_array_equal(plain.idx0, checked.idx0)
+        np.testing.assert_array_equal(plain.idx1, checked.idx1)
 
 
 @pytest.mark.gpu

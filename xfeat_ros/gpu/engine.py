@@ -88,7 +88,7 @@ class GpuEngine:
 
     def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD,
                  min_cossim=MIN_COSSIM, profile=False, graphs=True, max_batch=MAX_BATCH,
-                 tensor_cores=True, copy_workers=None):
+                 tensor_cores=True, copy_workers=None, epipolar=True):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
@@ -99,7 +99,11 @@ class GpuEngine:
         call per frame, as before batching). ``tensor_cores=False`` matches
         with the FP32 kernel only (same matches, slower). ``copy_workers``
         threads copy image bytes into pinned memory (1: on the calling thread;
-        default :data:`xfeat_ros.gpu.buffers.COPY_WORKERS`).
+        default :data:`xfeat_ros.gpu.buffers.COPY_WORKERS`). ``epipolar``
+        checks every match on the device (the tracks' RANSAC,
+        ``MatchResult.verified``); False leaves ``verified`` None, for
+        consumers that verify matches themselves (the attribute may change
+        between submissions).
         """
         cupy = cupy_module()
         self.cupy = cupy
@@ -115,6 +119,7 @@ class GpuEngine:
         self.graphs = bool(graphs)
         self.max_batch = max(1, int(max_batch))
         self.tensor_cores = bool(tensor_cores)
+        self.epipolar = bool(epipolar)
         self._copier = HostCopier(copy_workers)
         self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
@@ -289,9 +294,10 @@ class GpuEngine:
         """
         Enqueue one pair's mutual-NN matching and its match-count copy (capturable).
 
-        The pair's epipolar check forks onto side stream ``branch`` (its own
-        scratch) right after the matcher; returns the event the main stream
-        must wait for before the pair's results are read.
+        The pair's epipolar check (when :attr:`epipolar`) forks onto side
+        stream ``branch`` (its own scratch) right after the matcher; returns
+        the event the main stream must wait for before the pair's results are
+        read (None without a check).
         """
         cupy = self.cupy
         side0 = ops.DescriptorSet(previous.descriptors,
@@ -301,14 +307,16 @@ class GpuEngine:
                                   slot.desc_dim)
         ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
                             self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-        check, stream = self._branches[branch % len(self._branches)]
-        fork = cupy.cuda.Event(disable_timing=True)
-        fork.record(self.stream)
-        stream.wait_event(fork)
-        check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches, slot.epipolar,
-                              stream)
-        joined = cupy.cuda.Event(disable_timing=True)
-        joined.record(stream)
+        joined = None
+        if self.epipolar:
+            check, stream = self._branches[branch % len(self._branches)]
+            fork = cupy.cuda.Event(disable_timing=True)
+            fork.record(self.stream)
+            stream.wait_event(fork)
+            check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
+                                  slot.epipolar, stream)
+            joined = cupy.cuda.Event(disable_timing=True)
+            joined.record(stream)
         self._mark(slot.marks, 'match')
         copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
                    cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
@@ -318,7 +326,8 @@ class GpuEngine:
         """Enqueue ``pairs`` in order, checks on the branches in turn, then join them."""
         joins = [self._match_pair(*pair, branch=i) for i, pair in enumerate(pairs)]
         for joined in joins:
-            self.stream.wait_event(joined)
+            if joined is not None:
+                self.stream.wait_event(joined)
 
     def _enqueue_matches(self, pairs):
         """
@@ -335,9 +344,10 @@ class GpuEngine:
         if not self._scratch.fits(rows, cols):
             self._scratch.ensure(rows, cols)
         key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), self.min_cossim,
-               self._scratch.generation)
+               self._scratch.generation, self.epipolar)
         self._launch(self._match_graphs, key, lambda: self._match_pairs(pairs))
         for _, slot, _ in pairs:
+            slot.checked = self.epipolar  # read by the result copies (graph replays too)
             slot.done.record(self.stream)
 
     def flush(self):

@@ -39,8 +39,10 @@ def result_parts(slot, kinds, finished=True):
     if MATCHES in kinds:
         match = slot.matches
         m = int(slot.host_counts.array[1]) if finished else match.capacity
-        out.append((MATCHES, slot, [(match.idx0, m), (match.idx1, m),
-                                    (match.similarity, m), (slot.epipolar.mask, m)]))
+        parts = [(match.idx0, m), (match.idx1, m), (match.similarity, m)]
+        if getattr(slot, 'checked', True):  # the epipolar mask of a checked match
+            parts.append((slot.epipolar.mask, m))
+        out.append((MATCHES, slot, parts))
     return out
 
 
@@ -80,5 +82,6 @@ def assemble(kind, slot, arrays):
         n = slot.keypoint_count()
         return Features(arrays[0][:n], arrays[1][:n], arrays[2][:n], slot.image_hw)
     m = int(slot.host_counts.array[1])
+    verified = arrays[3][:m].astype(bool) if len(arrays) > 3 else None
     return MatchResult(arrays[0][:m].astype(np.int64), arrays[1][:m].astype(np.int64),
-                       arrays[2][:m], arrays[3][:m].astype(bool))
+                       arrays[2][:m], verified)

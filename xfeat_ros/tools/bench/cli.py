@@ -49,6 +49,9 @@ def _pipeline_args(parser, cpu):
     parser.add_argument('--upstream', help='upstream XFeat checkout (holds modules/; needs tqdm)')
     parser.add_argument('--interleave', action='store_true',
                         help='contenders take turns group by group (default: one block each)')
+    parser.add_argument('--unchecked', action='store_true',
+                        help='also time our GPU engine without its device epipolar check of '
+                             'the matches (the RANSAC of the tracks), as upstream matches')
     parser.add_argument('--no-machine-rates', action='store_true',
                         help='skip measuring the GPU FP32 matmul and copy rates')
 

@@ -28,6 +28,7 @@ LOG = logging.getLogger('xfeat_bench')
 DEFAULT_RESOLUTIONS = '640x480,1280x720,1920x1080'
 DEFAULT_IN_FLIGHT = '1,2,4,8,16'
 DEFAULT_BASELINE_IN_FLIGHT = '1,8'
+UNCHECKED = 'xfeat_ros (no epipolar check)'  # --unchecked: what upstream's match does
 
 
 def parse_ints(text):
@@ -97,10 +98,16 @@ class EngineContender:
     host's time to stage the bytes and to enqueue the group.
     """
 
-    def __init__(self, engine, max_in_flight, label='xfeat_ros'):
-        """Allocate two sets of ``max_in_flight`` slots (a round's and the previous round's)."""
+    def __init__(self, engine, max_in_flight, label='xfeat_ros', epipolar=None):
+        """
+        Allocate two sets of ``max_in_flight`` slots (a round's and the previous round's).
+
+        ``epipolar`` (True / False) sets the GPU engine's device check of the
+        matches before each group; None keeps the engine's setting.
+        """
         self.engine = engine
         self.name = label
+        self.epipolar = epipolar
         self.on_gpu = engine.device.startswith('cuda')
         self.max_in_flight = max_in_flight if self.on_gpu else 1
         self.sets = [[engine.alloc_slot() for _ in range(self.max_in_flight)] for _ in range(2)]
@@ -125,6 +132,8 @@ class EngineContender:
         slots = self.sets[self.parity][:len(msgs)]
         self.parity ^= 1
         extra = {}
+        if self.epipolar is not None:
+            engine.epipolar = self.epipolar
         t0 = time.perf_counter()
         self.timer.start()
         if self.grouped:
@@ -324,9 +333,14 @@ def run_pipeline(args):
         torch.set_num_threads(args.threads or os.cpu_count())
     in_flight = parse_ints(args.in_flight) if on_gpu else [1]
     baseline_n = [n for n in parse_ints(args.baseline_in_flight) if on_gpu or n == 1]
-    contenders = [(EngineContender(engine, max(in_flight)), in_flight),
-                  (reference_contender(weights, device, args.top_k, args.threshold,
-                                       args.min_cossim), baseline_n)]
+    unchecked = args.unchecked and hasattr(engine, 'epipolar')  # the GPU engine's check
+    contenders = [(EngineContender(engine, max(in_flight),
+                                   epipolar=True if unchecked else None), in_flight)]
+    if unchecked:
+        contenders.append((EngineContender(engine, max(in_flight), UNCHECKED, epipolar=False),
+                           in_flight))
+    contenders.append((reference_contender(weights, device, args.top_k, args.threshold,
+                                           args.min_cossim), baseline_n))
     if args.upstream:
         contenders.append((upstream_contender(args.upstream, weights, device, args.top_k,
                                               args.threshold, args.min_cossim), baseline_n))
@@ -382,8 +396,13 @@ def run_pipeline(args):
         sys.stdout.write(f'  machine rates: {results["machine_rates"]}\n')
     results['ratios'] = pipeline_ratios(results['results'])
     results['best'] = best_against_best(results['results'])
+    if unchecked:
+        results['ratios'] += pipeline_ratios(results['results'], UNCHECKED)
+        results['best'] += best_against_best(results['results'], UNCHECKED)
     write_json(args.json, results)
     sys.stdout.write('\n' + pipeline_table(results))
+    if unchecked:
+        sys.stdout.write('\n' + pipeline_table(results, UNCHECKED))
     for entry in results['best']:
         sys.stdout.write(f'  best {entry["resolution"]}: ' + ', '.join(
             f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}'

@@ -21,19 +21,19 @@ def write_json(path, data):
     tmp.replace(path)
 
 
-def pipeline_table(results):
-    """Text table of pipeline results: ours at each N next to reference / upstream and ratios."""
+def pipeline_table(results, ours='xfeat_ros'):
+    """Text table of pipeline results: ``ours`` at each N next to reference / upstream, ratios."""
     by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in results['results']}
     has_upstream = any(r['contender'] == 'upstream' for r in results['results'])
     on_gpu = any('device' in r for r in results['results'])
     dev_head = f' {"(device)":>8}' if on_gpu else ''
-    head = (f'{"resolution":>10} {"N":>3} | {"xfeat_ros ms/frame [p10-p90]":>30} '
+    head = (f'{"resolution":>10} {"N":>3} | {ours[:20] + " ms/frame [p10-p90]":>30} '
             f'{"(device)":>9} | {"reference":>9} {"ref/ours":>8}{dev_head}')
     if has_upstream:
         head += f' | {"upstream":>9} {"up/ours":>8}{dev_head}'
     lines = [head, '-' * len(head)]
     for r in results['results']:
-        if r['contender'] != 'xfeat_ros':
+        if r['contender'] != ours:
             continue
         res, n = r['resolution'], r['in_flight']
         wall = r['wall']
@@ -54,16 +54,18 @@ def pipeline_table(results):
     return '\n'.join(lines) + '\n'
 
 
-def pipeline_ratios(rows):
+def pipeline_ratios(rows, contender='xfeat_ros'):
     """Per resolution and N: reference / ours and upstream / ours, wall and device medians."""
     by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in rows}
     out = []
     for (res, name, n), ours in by_key.items():
-        if name != 'xfeat_ros':
+        if name != contender:
             continue
         entry = {'resolution': res, 'in_flight': n, 'xfeat_ros_ms': ours['wall']['median_ms'],
                  'xfeat_ros_device_ms': ours.get('device', {}).get('median_ms'),
                  'xfeat_ros_device_work_ms': ours.get('device_work', {}).get('median_ms')}
+        if contender != 'xfeat_ros':
+            entry['contender'] = contender
         for other in ('reference', 'upstream'):
             row = by_key.get((res, other, n))
             if row is not None:
@@ -79,7 +81,7 @@ def pipeline_ratios(rows):
     return out
 
 
-def best_against_best(rows):
+def best_against_best(rows, contender='xfeat_ros'):
     """Per resolution: each contender's lowest median wall ms/frame over N, and ratios to ours."""
     best = {}
     for row in rows:
@@ -88,11 +90,13 @@ def best_against_best(rows):
             best[key] = row
     out = []
     for res in dict.fromkeys(row['resolution'] for row in rows):
-        ours = best.get((res, 'xfeat_ros'))
+        ours = best.get((res, contender))
         if ours is None:
             continue
         entry = {'resolution': res, 'xfeat_ros_ms': ours['wall']['median_ms'],
                  'xfeat_ros_n': ours['in_flight']}
+        if contender != 'xfeat_ros':
+            entry['contender'] = contender
         for other in ('reference', 'upstream'):
             row = best.get((res, other))
             if row is not None:
