@@ -12,7 +12,9 @@ child processes inherit them.
 
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray
 import rclpy
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
@@ -39,15 +41,31 @@ class Client:
         self.publishers = {}
         self.keypoints = {}
         self.matches = {}
+        self.keypoints_writers = {}  # node writers matched by our Keypoints reader
+        self.image_publishers = {}   # the node's own count of matched image writers
         for cam in cameras:
             self.publishers[cam] = self.node.create_publisher(Image, topic(cam, 'image'),
                                                               RELIABLE)
             self.keypoints[cam] = []
             self.matches[cam] = []
+            self.keypoints_writers[cam] = 0
+            events = SubscriptionEventCallbacks(matched=lambda info, c=cam: self.keypoints_writers
+                                                .__setitem__(c, info.current_count))
             self.node.create_subscription(Keypoints, topic(cam, 'keypoints'),
-                                          self.keypoints[cam].append, RELIABLE)
+                                          self.keypoints[cam].append, RELIABLE,
+                                          event_callbacks=events)
             self.node.create_subscription(Matches, topic(cam, 'matches'),
                                           self.matches[cam].append, RELIABLE)
+
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, array):
+        for status in array.status:
+            values = {kv.key: kv.value for kv in status.values}
+            for cam in self.publishers:
+                name = '/' + topic(cam, 'image')
+                if status.name.endswith(name) and 'image_publishers' in values:
+                    self.image_publishers[cam] = int(values['image_publishers'])
 
     def spin_until(self, predicate, timeout, process=None):
         """Spin until ``predicate()`` is true; False on timeout or if ``process`` died."""
@@ -61,16 +79,20 @@ class Client:
         return predicate()
 
     def wait_connected(self, process, timeout=60.0):
-        """Wait until the node subscribes to every image topic and publishes outputs."""
+        """
+        Wait until every image and Keypoints topic is matched at both ends.
+
+        Our image writers count the node's readers, and the node's readers have
+        matched our writers (its /diagnostics ``image_publishers``, so the node
+        must publish diagnostics); our Keypoints readers have matched the node's
+        writers. A sample sent before both ends matched waits for the next
+        heartbeat (~3 s).
+        """
         def ready():
             return all(pub.get_subscription_count() > 0 for pub in self.publishers.values()) \
-                and all(self.node.count_publishers('/' + topic(cam, 'keypoints')) > 0
-                        for cam in self.publishers)
-        if not self.spin_until(ready, timeout, process):
-            return False
-        # Counted readers may not be matched on the writers' side yet: settle.
-        self.spin_until(lambda: False, 0.5)
-        return True
+                and all(self.keypoints_writers[cam] > 0 for cam in self.publishers) \
+                and all(self.image_publishers.get(cam, 0) > 0 for cam in self.publishers)
+        return self.spin_until(ready, timeout, process)
 
     def publish(self, camera, msg):
         """Publish one image on a camera and spin briefly."""

@@ -99,8 +99,10 @@ class Rig:
         self.executor.add_node(self.client)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
-        assert self.wait(lambda: self.publisher.get_subscription_count() > 0, 10)
-        time.sleep(0.5)
+        # Both ends matched: the writer counts the node's reader and the node's reader has
+        # matched this writer (an image sent before that waits for a heartbeat, ~3 s).
+        assert self.wait(lambda: self.publisher.get_subscription_count() > 0
+                         and self.node.ports[''].publishers > 0, 10)
 
     @staticmethod
     def wait(predicate, timeout):

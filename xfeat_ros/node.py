@@ -79,6 +79,7 @@ class Ports:
     subscription: object = None
     reliability: str = 'reliable'  # of the current image subscription
     switch_pending: bool = False
+    publishers: int = 0            # image publishers matched by the current subscription
     sequences: dict = field(default_factory=dict)  # publisher gid -> last sequence number
     keypoints: object = None
     matches: object = None
@@ -243,8 +244,10 @@ class XFeatNode(Node):
 
     def _subscribe(self, camera, reliability):
         ports = self.ports[camera]
+        ports.publishers = 0
         events = SubscriptionEventCallbacks(
-            incompatible_qos=lambda event, c=camera: self._on_incompatible_qos(c, event))
+            incompatible_qos=lambda event, c=camera: self._on_incompatible_qos(c, event),
+            matched=lambda info, p=ports: setattr(p, 'publishers', info.current_count))
         # A raw subscription: the image is parsed in place (cdr.parse_image, no copy of the
         # pixels) instead of rclpy building a message (docs/transport.md).
         ports.subscription = self.receiver.subscribe(
@@ -445,14 +448,17 @@ class XFeatNode(Node):
                 parts.append(f'{counts["rejected"]} images rejected')
             status.message = '; '.join(parts)
         elif not counts['published']:
-            status.level, status.message = DiagnosticStatus.OK, 'waiting for images'
+            status.level, status.message = DiagnosticStatus.OK, (
+                'waiting for images' if self.ports[camera].publishers else
+                'no image publisher matched')
         else:
             status.level, status.message = DiagnosticStatus.OK, 'tracking input healthy'
         values = {'rate_hz': f'{rate:.2f}', 'queued': str(self.scheduler.queued(camera)),
                   'latency_median_ms': f'{latency[len(latency) // 2]:.1f}' if latency else '',
                   'latency_max_ms': f'{latency[-1]:.1f}' if latency else '',
                   'backend': engine.name, 'device': engine.device,
-                  'input_reliability': self.ports[camera].reliability}
+                  'input_reliability': self.ports[camera].reliability,
+                  'image_publishers': str(self.ports[camera].publishers)}
         values.update({f'{stage}_ms_median': f'{ms:.2f}'
                        for stage, ms in stream.stage_medians().items()})
         values.update({k: str(v) for k, v in sorted(counts.items())})

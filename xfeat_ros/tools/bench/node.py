@@ -224,7 +224,6 @@ def _measure(args, rate, collector, node, publishers, run):
     for pub in publishers:
         if pub.wait_event('ready', args.start_timeout) is None:
             raise RuntimeError('a publisher process did not start')
-    collector.spin(NODE_SETTLE_S)
     # Warm-up (CUDA graphs, workspaces, first allocations): published, then not counted.
     for pub in publishers:
         pub.send(f'warmup {args.warmup_frames} {args.warmup_rate}')
@@ -232,6 +231,8 @@ def _measure(args, rate, collector, node, publishers, run):
         event = pub.wait_event('warmup_done', 120.0)
         if event is None:
             raise RuntimeError('a publisher process failed its warm-up')
+        if not event.get('all_acked', True):
+            LOG.warning('warm-up frames not acknowledged by the node within the timeout')
         run.warm_published += sum(event['published'])
     # Every warm-up frame back, or none for a while: the node's queue (1 frame per
     # camera by default) drops warm-up bursts, and a dropped frame never comes back.

@@ -18,7 +18,7 @@ from xfeat_ros import dds
 from xfeat_ros.tools.bench.frames import fit_resolution, load_images, parse_resolutions
 
 ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
-NODE_SETTLE_S = 0.5
+NODE_SETTLE_S = 0.5  # the collector's last look for straggling warm-up outputs
 RELIABLE_DEPTH = 10
 ACK_TIMEOUT_S = 5.0
 
@@ -71,9 +71,10 @@ def run_publisher(args):
     """
     Publish cameras at a rate, driven by stdin (``warmup N HZ``, ``go HZ SECONDS``).
 
-    Answers JSON lines on stdout (ready, warmup_done, report) and keeps its
-    writers alive until stdin closes, so that reliable samples still in
-    flight reach the node.
+    Answers JSON lines on stdout (ready, warmup_done once the warm-up frames
+    are acknowledged by every matched reader, report) and keeps its writers
+    alive until stdin closes, so that reliable samples still in flight reach
+    the node.
     """
     ros_environment(args.domain_id, args.dds_profile)
     import rclpy
@@ -98,7 +99,9 @@ def run_publisher(args):
         while (any(p.get_subscription_count() == 0 for p in pubs)
                and time.monotonic() < deadline):
             time.sleep(0.05)
-        time.sleep(NODE_SETTLE_S)  # counted readers may not be matched on the writer side yet
+        # A counted reader may not have matched this writer yet: a sample sent in that
+        # gap waits for the next heartbeat (~3 s). The warm-up below ends only when its
+        # frames are acknowledged, so the measured frames never meet that gap.
         _emit('ready', cameras=cameras,
               subscribers=[p.get_subscription_count() for p in pubs])
         for line in sys.stdin:
@@ -108,7 +111,8 @@ def run_publisher(args):
             if words[0] == 'warmup':
                 counts, stats = _publish_loop(pubs, msgs, float(words[2]),
                                               frames=int(words[1]), prefix='w')
-                _emit('warmup_done', published=counts, **stats)
+                acked = all(p.wait_for_all_acked(Duration(seconds=ACK_TIMEOUT_S)) for p in pubs)
+                _emit('warmup_done', published=counts, all_acked=acked, **stats)
             elif words[0] == 'go':
                 counts, stats = _publish_loop(pubs, msgs, float(words[1]),
                                               duration=float(words[2]))
