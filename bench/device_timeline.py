@@ -161,13 +161,10 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / 'bench'))
-    from gpu_timing import frame_messages
+    from gpu_timing import shared_inputs
     from xfeat_ros.gpu.engine import create_gpu_engine
-    from xfeat_ros.weights import load_weights
 
-    shared = Path(args.shared)
-    msgs = frame_messages(shared, 8)
-    weights = load_weights(shared / 'models' / 'xfeat_backbone.npz')
+    msgs, weights = shared_inputs(args.shared)
     engine = create_gpu_engine('pytorch', weights, 0, 4096, 0.05, 0.82)
     results = {}
     for group in (int(g) for g in args.groups.split(',') if g):

@@ -68,12 +68,9 @@ def main(argv=None):
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / 'bench'))
-    from gpu_timing import frame_messages, time_ours
-    from xfeat_ros.weights import load_weights
+    from gpu_timing import shared_inputs, time_ours
 
-    shared = Path(args.shared)
-    msgs = frame_messages(shared, 8)
-    weights = load_weights(shared / 'models' / 'xfeat_backbone.npz')
+    msgs, weights = shared_inputs(args.shared)
     engines = {name: build(name, weights) for name in names}
     groups = [int(g) for g in args.groups.split(',') if g]
     samples = {(name, g): [] for name in names for g in groups}

@@ -61,6 +61,13 @@ def frame_messages(shared, count):
     return msgs
 
 
+def shared_inputs(shared, images=8):
+    """``(messages, weights)`` of the timing scripts: TUM frames and the backbone weights."""
+    from xfeat_ros.weights import load_weights
+    return (frame_messages(shared, images),
+            load_weights(Path(shared) / 'models' / 'xfeat_backbone.npz'))
+
+
 def median_ms(values):
     """Return the median of a list of seconds, in milliseconds."""
     return 1000.0 * statistics.median(values)

@@ -161,13 +161,16 @@ __device__ __forceinline__ void conv3x3_relu(const float* __restrict__ x,
     }
 }
 
-#define CONV3X3_RELU(NAME, CIN, COUT, STRIDE)                                                  \
-    extern "C" __global__ void __launch_bounds__(CONV_BX * CONV_BY)                          \
+// One entry point NAME of a convolution template BODY<CIN, COUT, STRIDE> with THREADS per block.
+#define CONV3X3_ENTRY(NAME, BODY, THREADS, CIN, COUT, STRIDE)                                   \
+    extern "C" __global__ void __launch_bounds__(THREADS)                                     \
     NAME(const float* __restrict__ x, const float* __restrict__ weight,                      \
          const float* __restrict__ bias, int H, int W, int Ho, int Wo, float* __restrict__ out) \
     {                                                                                          \
-        conv3x3_relu<CIN, COUT, STRIDE>(x, weight, bias, H, W, Ho, Wo, out);                   \
+        BODY<CIN, COUT, STRIDE>(x, weight, bias, H, W, Ho, Wo, out);                           \
     }
+#define CONV3X3_RELU(NAME, CIN, COUT, STRIDE) \
+    CONV3X3_ENTRY(NAME, conv3x3_relu, CONV_BX * CONV_BY, CIN, COUT, STRIDE)
 
 CONV3X3_RELU(conv3x3_relu_1x4, 1, 4, 1)
 CONV3X3_RELU(conv3x3_relu_4x8_s2, 4, 8, 2)
@@ -256,13 +259,8 @@ __device__ __forceinline__ void conv3x3_relu_wide(const float* __restrict__ x,
     }
 }
 
-#define CONV3X3_RELU_WIDE(NAME, CIN, COUT, STRIDE)                                             \
-    extern "C" __global__ void __launch_bounds__(32 * WIDE_SPLIT)                           \
-    NAME(const float* __restrict__ x, const float* __restrict__ weight,                      \
-         const float* __restrict__ bias, int H, int W, int Ho, int Wo, float* __restrict__ out) \
-    {                                                                                          \
-        conv3x3_relu_wide<CIN, COUT, STRIDE>(x, weight, bias, H, W, Ho, Wo, out);              \
-    }
+#define CONV3X3_RELU_WIDE(NAME, CIN, COUT, STRIDE) \
+    CONV3X3_ENTRY(NAME, conv3x3_relu_wide, 32 * WIDE_SPLIT, CIN, COUT, STRIDE)
 
 CONV3X3_RELU_WIDE(conv3x3_relu_24x24, 24, 24, 1)
 CONV3X3_RELU_WIDE(conv3x3_relu_24x64_s2, 24, 64, 2)
