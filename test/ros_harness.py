@@ -49,15 +49,16 @@ class Client:
             self.keypoints[cam] = []
             self.matches[cam] = []
             self.keypoints_writers[cam] = 0
-            events = SubscriptionEventCallbacks(matched=lambda info, c=cam: self.keypoints_writers
-                                                .__setitem__(c, info.current_count))
-            self.node.create_subscription(Keypoints, topic(cam, 'keypoints'),
-                                          self.keypoints[cam].append, RELIABLE,
-                                          event_callbacks=events)
+            self.node.create_subscription(
+                Keypoints, topic(cam, 'keypoints'), self.keypoints[cam].append, RELIABLE,
+                event_callbacks=SubscriptionEventCallbacks(
+                    matched=lambda info, c=cam: self._on_keypoints_matched(c, info)))
             self.node.create_subscription(Matches, topic(cam, 'matches'),
                                           self.matches[cam].append, RELIABLE)
-
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+
+    def _on_keypoints_matched(self, cam, info):
+        self.keypoints_writers[cam] = info.current_count
 
     def _on_diagnostics(self, array):
         for status in array.status:

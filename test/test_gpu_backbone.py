@@ -177,3 +177,31 @@ def test_backbone_graph_launches_without_torch(cp, weights):
     eager = run_backbone(cp, TorchBackbone(weights, 0, cuda_graphs=False), images)
     for a, b in zip(got, eager):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.max(np.abs(b)))
+
+
+def test_conv_launch_shapes(monkeypatch):
+    """Both conv launchers' grids, blocks and arguments (fakes for the kernel and PyTorch)."""
+    import contextlib
+    from types import SimpleNamespace
+    from xfeat_ros.gpu import backbone_kernels as bk
+    monkeypatch.setattr(bk, '_current_cupy_stream', lambda torch: contextlib.nullcontext())
+
+    def tensor(shape, ptr):
+        return SimpleNamespace(shape=shape, contiguous=lambda: tensor(shape, ptr),
+                               data_ptr=lambda: ptr, device='cuda', dtype='float32')
+    fake_torch = SimpleNamespace(empty=lambda shape, device, dtype: tensor(shape, 4))
+    calls = []
+
+    def kernel(grid, block, args):
+        calls.append((grid, block, [int(a) for a in args]))
+    x, bias = tensor((2, 64, 30, 40), 1), tensor((128,), 3)
+    out = bk.launch_conv3x3_relu_wide(kernel, x, tensor((128, 64, 3, 3), 2), bias, 2, fake_torch)
+    assert out.shape == (2, 128, 15, 20)
+    assert calls[-1] == ((-(-300 // 32), 128 // kernels.WIDE_CO, 2), (32 * kernels.WIDE_SPLIT,),
+                         [1, 2, 3, 30, 40, 15, 20, 4])
+    out = bk.launch_conv3x3_relu(kernel, tensor((3, 8, 37, 50), 1), tensor((24, 8, 3, 3), 2),
+                                 tensor((24,), 3), 2, fake_torch)
+    assert out.shape == (3, 24, 19, 25)
+    bx, by = kernels.CONV_BLOCK
+    assert calls[-1] == ((-(-25 // bx), -(-19 // by), 3 * (24 // kernels.CONV_CO)),
+                         kernels.CONV_BLOCK, [1, 2, 3, 37, 50, 19, 25, 4])

@@ -503,7 +503,7 @@ def main(args=None):
         executor.add_node(node)
         # What start-up built (PyTorch, CuPy, the weights: ~10^5-10^6 objects) lives as
         # long as the process: frozen after one collection, the full collections of the
-        # running node no longer walk it (89 ms each here with PyTorch imported; NOTES.md).
+        # running node no longer walk it (60-90 ms each with PyTorch imported; NOTES.md).
         gc.collect()
         gc.freeze()
         while rclpy.ok() and not node.stop_requested.is_set():

@@ -237,9 +237,9 @@ class TorchBackbone:
     the first that many layers of block1 (1 -> 4, 4 -> 8 / 2, 8 -> 8,
     8 -> 24 / 2 channels; 0 to 4) with ``backbone.cu``'s direct FP32
     convolutions instead of cuDNN (:func:`use_direct_convs`); ``wide_convs``
-    runs the 3x3 layers of blocks 2-5 and the fusion block with the wide
-    direct kernels (:func:`use_wide_convs`). The last four need ``fold=True``
-    (and CuPy, else they are left off) and FP32.
+    runs the 3x3 layers of blocks 4 and 5 with the wide direct kernels
+    (:func:`use_wide_convs`; a tuple of block names picks others). The last
+    four need ``fold=True`` (and CuPy, else they are left off) and FP32.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back

@@ -9,7 +9,8 @@ The PyTorch backbone's own kernels and launches (``kernels/backbone.cu``), on Py
 * :func:`launch_conv3x3_relu` / :func:`use_direct_convs` - direct FP32
   3x3 convolutions + bias + ReLU for block1's small-channel layers;
 * :func:`launch_conv3x3_relu_wide` / :func:`use_wide_convs` - the same for
-  the 3x3 layers of blocks 2-5 and the fusion block (small maps);
+  the 3x3 layers of blocks 2-5 and the fusion block (small maps; used on
+  blocks 4 and 5 by default);
 * :func:`raw_graph_launcher` - a captured graph launched without PyTorch.
 
 Every launch goes to PyTorch's current stream, so it is captured when a
@@ -88,6 +89,26 @@ DIRECT_CONVS = {(1, 4, 1): 'conv3x3_relu_1x4', (4, 8, 2): 'conv3x3_relu_4x8_s2',
                 (8, 8, 1): 'conv3x3_relu_8x8', (8, 24, 2): 'conv3x3_relu_8x24_s2'}
 
 
+def _launch_conv(kernel, grid, block, x, weight, bias, stride, torch):
+    """
+    One 3x3 conv + bias + ReLU kernel of ``backbone.cu`` on PyTorch's current stream.
+
+    ``grid(frames, cout, ho, wo)`` gives the launch grid; the output comes from
+    PyTorch's allocator (the graph's pool during a capture).
+    """
+    x = x.contiguous()
+    frames, _, height, width = x.shape
+    cout = weight.shape[0]
+    ho, wo = (height - 1) // stride + 1, (width - 1) // stride + 1
+    out = torch.empty((frames, cout, ho, wo), device=x.device, dtype=x.dtype)
+    with _current_cupy_stream(torch):
+        kernel(grid(frames, cout, ho, wo), block,
+               (np.uint64(x.data_ptr()), np.uint64(weight.data_ptr()),
+                np.uint64(bias.data_ptr()), np.int32(height), np.int32(width), np.int32(ho),
+                np.int32(wo), np.uint64(out.data_ptr())))
+    return out
+
+
 def launch_conv3x3_relu(kernel, x, weight, bias, stride, torch):
     """
     ``relu(conv3x3(x, weight, bias, stride, padding=1))`` by a ``backbone.cu`` kernel.
@@ -96,19 +117,9 @@ def launch_conv3x3_relu(kernel, x, weight, bias, stride, torch):
     [COUT] (contiguous); on PyTorch's current stream, the output from PyTorch's
     allocator (as :func:`launch_fuse_scales`).
     """
-    x = x.contiguous()
-    frames, _, height, width = x.shape
-    cout = weight.shape[0]
-    ho, wo = (height - 1) // stride + 1, (width - 1) // stride + 1
-    out = torch.empty((frames, cout, ho, wo), device=x.device, dtype=x.dtype)
-    grid = (-(-wo // CONV_BLOCK[0]), -(-ho // CONV_BLOCK[1]),
-            frames * (cout // min(cout, CONV_CO)))
-    with _current_cupy_stream(torch):
-        kernel(grid, CONV_BLOCK,
-               (np.uint64(x.data_ptr()), np.uint64(weight.data_ptr()),
-                np.uint64(bias.data_ptr()), np.int32(height), np.int32(width), np.int32(ho),
-                np.int32(wo), np.uint64(out.data_ptr())))
-    return out
+    return _launch_conv(kernel, lambda frames, cout, ho, wo: (
+        -(-wo // CONV_BLOCK[0]), -(-ho // CONV_BLOCK[1]), frames * (cout // min(cout, CONV_CO))),
+        CONV_BLOCK, x, weight, bias, stride, torch)
 
 
 def _direct_conv_module(torch, launch, kernel, weight, bias, stride):
@@ -179,18 +190,9 @@ def launch_conv3x3_relu_wide(kernel, x, weight, bias, stride, torch):
     :data:`WIDE_SPLIT` warps splitting the input channels; same arguments,
     stream and allocator.
     """
-    x = x.contiguous()
-    frames, _, height, width = x.shape
-    cout = weight.shape[0]
-    ho, wo = (height - 1) // stride + 1, (width - 1) // stride + 1
-    out = torch.empty((frames, cout, ho, wo), device=x.device, dtype=x.dtype)
-    grid = (-(-(ho * wo) // 32), cout // WIDE_CO, frames)
-    with _current_cupy_stream(torch):
-        kernel(grid, (32 * WIDE_SPLIT,),
-               (np.uint64(x.data_ptr()), np.uint64(weight.data_ptr()),
-                np.uint64(bias.data_ptr()), np.int32(height), np.int32(width), np.int32(ho),
-                np.int32(wo), np.uint64(out.data_ptr())))
-    return out
+    return _launch_conv(kernel, lambda frames, cout, ho, wo: (
+        -(-(ho * wo) // 32), cout // WIDE_CO, frames), (32 * WIDE_SPLIT,),
+        x, weight, bias, stride, torch)
 
 
 def use_wide_convs(net, gpu, torch, blocks=WIDE_BLOCKS):

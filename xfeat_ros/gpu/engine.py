@@ -444,15 +444,14 @@ class GpuEngine:
 
         Every message is validated and copied into its slot's pinned staging
         buffer first, then all uploads are enqueued back to back and the group
-        is flushed: frames of one model
-        size share one decode launch, one backbone call and one launch of each
-        detection kernel (up to ``max_batch`` frames). With ``chain``, frame
-        i is also matched against frame i - 1 and the first frame against
-        ``previous`` (a submitted slot) when given. ``start_event`` (a CUDA
-        event), if given, is recorded on the stream after the host copies and
-        before the first upload (device time of the group without the host's
-        copies). A typed error of a message is raised before anything of the group is
-        enqueued.
+        is flushed: frames of one model size share one decode launch, one
+        backbone call and one launch of each detection kernel (up to
+        ``max_batch`` frames). With ``chain``, frame i is also matched against
+        frame i - 1 and the first frame against ``previous`` (a submitted slot)
+        when given. ``start_event`` (a CUDA event), if given, is recorded on
+        the stream after the host copies and before the first upload (device
+        time of the group without the host's copies). A typed error of a
+        message is raised before anything of the group is enqueued.
         """
         if len(msgs) != len(slots):
             raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')
