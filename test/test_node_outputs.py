@@ -276,6 +276,10 @@ def test_stereo_matches_follow_the_epipolar_geometry(stereo_run, euroc_models):
     assert within > 0.7
 
 
+def test_diagnostics_count_each_cameras_image_publisher(stereo_run):
+    assert [values['image_publishers'] for values in stereo_run['before']] == ['1', '1']
+
+
 def test_debug_image_rendered_only_while_subscribed(stereo_run):
     before, after = stereo_run['before'], stereo_run['after']
     assert before[0].get('debug_images_rendered', '0') == '0'

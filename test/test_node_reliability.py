@@ -308,3 +308,18 @@ def test_concurrent_parameter_changes_are_safe(weights_npz, engine):
         stop.set()
         thread.join()
         rig.close()
+
+
+def test_diagnostics_count_the_matched_image_publishers(weights_npz, engine):
+    rig = Rig(weights_npz, engine)  # waits until the node has matched the rig's publisher
+    try:
+        status = rig.node.camera_status('')
+        values = {kv.key: kv.value for kv in status.values}
+        assert values['image_publishers'] == '1' and status.message == 'waiting for images'
+        rig.client.destroy_publisher(rig.publisher)
+        assert rig.wait(lambda: rig.node.ports[''].publishers == 0, 10)
+        status = rig.node.camera_status('')
+        assert status.message == 'no image publisher matched'
+        assert {kv.key: kv.value for kv in status.values}['image_publishers'] == '0'
+    finally:
+        rig.close()
