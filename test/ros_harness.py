@@ -42,7 +42,7 @@ class Client:
         self.keypoints = {}
         self.matches = {}
         self.keypoints_writers = {}  # node writers matched by our Keypoints reader
-        self.image_publishers = {}   # the node's own count of matched image writers
+        self.node_side = {}          # camera -> the node's /diagnostics values
         for cam in cameras:
             self.publishers[cam] = self.node.create_publisher(Image, topic(cam, 'image'),
                                                               RELIABLE)
@@ -64,9 +64,8 @@ class Client:
         for status in array.status:
             values = {kv.key: kv.value for kv in status.values}
             for cam in self.publishers:
-                name = '/' + topic(cam, 'image')
-                if status.name.endswith(name) and 'image_publishers' in values:
-                    self.image_publishers[cam] = int(values['image_publishers'])
+                if status.name.endswith('/' + topic(cam, 'image')):
+                    self.node_side[cam] = values
 
     def spin_until(self, predicate, timeout, process=None):
         """Spin until ``predicate()`` is true; False on timeout or if ``process`` died."""
@@ -83,16 +82,22 @@ class Client:
         """
         Wait until every image and Keypoints topic is matched at both ends.
 
-        Our image writers count the node's readers, and the node's readers have
+        Our image writers count the node's readers and the node's readers have
         matched our writers (its /diagnostics ``image_publishers``, so the node
-        must publish diagnostics); our Keypoints readers have matched the node's
-        writers. A sample sent before both ends matched waits for the next
-        heartbeat (~3 s).
+        must publish diagnostics): an image sent before that waits for the next
+        heartbeat (~3 s). Our Keypoints readers have matched the node's writers
+        and those count our readers (``keypoints_subscribers``): Keypoints
+        written before that never reach us.
         """
+        def node_counts(cam, key):
+            return int(self.node_side.get(cam, {}).get(key, 0))
+
         def ready():
             return all(pub.get_subscription_count() > 0 for pub in self.publishers.values()) \
-                and all(self.keypoints_writers[cam] > 0 for cam in self.publishers) \
-                and all(self.image_publishers.get(cam, 0) > 0 for cam in self.publishers)
+                and all(self.keypoints_writers[cam] > 0
+                        and node_counts(cam, 'image_publishers') > 0
+                        and node_counts(cam, 'keypoints_subscribers') > 0
+                        for cam in self.publishers)
         return self.spin_until(ready, timeout, process)
 
     def publish(self, camera, msg):

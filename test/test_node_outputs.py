@@ -278,6 +278,7 @@ def test_stereo_matches_follow_the_epipolar_geometry(stereo_run, euroc_models):
 
 def test_diagnostics_count_each_cameras_image_publisher(stereo_run):
     assert [values['image_publishers'] for values in stereo_run['before']] == ['1', '1']
+    assert [values['keypoints_subscribers'] for values in stereo_run['before']] == ['1', '1']
 
 
 def test_debug_image_rendered_only_while_subscribed(stereo_run):

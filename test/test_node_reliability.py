@@ -100,9 +100,11 @@ class Rig:
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
         # Both ends matched: the writer counts the node's reader and the node's reader has
-        # matched this writer (an image sent before that waits for a heartbeat, ~3 s).
+        # matched this writer (an image sent before that waits for a heartbeat, ~3 s); the
+        # node's Keypoints writer counts the client's reader (else its first are lost).
         assert self.wait(lambda: self.publisher.get_subscription_count() > 0
-                         and self.node.ports[''].publishers > 0, 10)
+                         and self.node.ports[''].publishers > 0
+                         and self.node.ports[''].keypoints.get_subscription_count() > 0, 10)
 
     @staticmethod
     def wait(predicate, timeout):
@@ -316,6 +318,7 @@ def test_diagnostics_count_the_matched_image_publishers(weights_npz, engine):
         status = rig.node.camera_status('')
         values = {kv.key: kv.value for kv in status.values}
         assert values['image_publishers'] == '1' and status.message == 'waiting for images'
+        assert values['keypoints_subscribers'] == '1'  # the rig's client
         rig.client.destroy_publisher(rig.publisher)
         assert rig.wait(lambda: rig.node.ports[''].publishers == 0, 10)
         status = rig.node.camera_status('')

@@ -459,7 +459,9 @@ class XFeatNode(Node):
                   'latency_max_ms': f'{latency[-1]:.1f}' if latency else '',
                   'backend': engine.name, 'device': engine.device,
                   'input_reliability': self.ports[camera].reliability,
-                  'image_publishers': str(self.ports[camera].publishers)}
+                  'image_publishers': str(self.ports[camera].publishers),
+                  'keypoints_subscribers': str(self.ports[camera].keypoints
+                                               .get_subscription_count())}
         values.update({f'{stage}_ms_median': f'{ms:.2f}'
                        for stage, ms in stream.stage_medians().items()})
         values.update({k: str(v) for k, v in sorted(counts.items())})

@@ -71,6 +71,8 @@ class Collector:
         """Create a private context, node and one raw subscription per camera."""
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from xfeat_ros.messages import message_types
         keypoints_type = message_types()[0]
@@ -82,11 +84,22 @@ class Collector:
         self.executor.add_node(self.node)
         self.cameras = list(cameras)
         self.received = []  # (camera index, frame_id, stamp_ns, receipt_ns)
+        self.matched = {}   # camera index -> writers our Keypoints reader has matched
+        self.node_side = {}  # camera name -> the node's diagnostics values
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         for index, name in enumerate(self.cameras):
             self.node.create_subscription(
                 keypoints_type, f'{name}/keypoints',
-                lambda raw, i=index: self._on_keypoints(i, raw), qos, raw=True)
+                lambda raw, i=index: self._on_keypoints(i, raw), qos, raw=True,
+                event_callbacks=SubscriptionEventCallbacks(
+                    matched=lambda info, i=index: self.matched.__setitem__(i, info.current_count)))
+        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
+
+    def _on_diagnostics(self, array):
+        for status in array.status:
+            for name in self.cameras:
+                if status.name.endswith(f'/{name}/image'):
+                    self.node_side[name] = {kv.key: kv.value for kv in status.values}
 
     def _on_keypoints(self, index, raw):
         now = time.time_ns()
@@ -111,11 +124,19 @@ class Collector:
         return predicate()
 
     def node_ready(self):
-        """Tell whether the node subscribes to every image topic and publishes keypoints."""
-        ns = self.node.get_namespace().rstrip('/')
-        return all(self.node.count_subscribers(f'{ns}/{c}/image') > 0
-                   and self.node.count_publishers(f'{ns}/{c}/keypoints') > 0
-                   for c in self.cameras)
+        """
+        Tell whether every camera's Keypoints are matched at both ends.
+
+        Our readers have matched the node's writers (their matched events) and
+        the node's writers count our readers (its /diagnostics
+        ``keypoints_subscribers``; a node too old to report it counts as ready
+        once its status arrives). Keypoints written before that would never
+        reach us: the warm-up's accounting needs every one.
+        """
+        return all(self.matched.get(i, 0) > 0
+                   and int(self.node_side.get(name, {}).get('keypoints_subscribers', '1')
+                           if name in self.node_side else 0) > 0
+                   for i, name in enumerate(self.cameras))
 
     def close(self):
         """Destroy the node and the context."""
