@@ -19,6 +19,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
+from xfeat_ros.messages import camera_status_values
 from xfeat_ros.node import topic
 # The node process as every tool starts and stops it: python -m xfeat_ros.node --ros-args -p ...
 # with its output in a log file (start_node(params, log_path, extra_args=())); SIGINT, wait, kill.
@@ -61,11 +62,10 @@ class Client:
         self.keypoints_writers[cam] = info.current_count
 
     def _on_diagnostics(self, array):
-        for status in array.status:
-            values = {kv.key: kv.value for kv in status.values}
-            for cam in self.publishers:
-                if status.name.endswith('/' + topic(cam, 'image')):
-                    self.node_side[cam] = values
+        for cam in self.publishers:
+            values = camera_status_values(array, '/' + topic(cam, 'image'))
+            if values is not None:
+                self.node_side[cam] = values
 
     def spin_until(self, predicate, timeout, process=None):
         """Spin until ``predicate()`` is true; False on timeout or if ``process`` died."""

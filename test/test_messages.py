@@ -93,3 +93,17 @@ def test_vins_fusion_layout_has_camera_ids():
     assert list(channels) == ['id', 'camera_id', 'u', 'v', 'velocity_x', 'velocity_y']
     assert channels['camera_id'] == [0.0, 1.0] and channels['id'] == [5.0, 5.0]
     assert channels['u'] == [10.0, 30.0]
+
+
+def test_camera_status_values_by_the_nodes_status_name():
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from xfeat_ros.messages import camera_status_values, diagnostic_name, status_values
+    array = DiagnosticArray(status=[
+        DiagnosticStatus(name=diagnostic_name('/cam0/image'),
+                         values=[KeyValue(key='image_publishers', value='1')]),
+        DiagnosticStatus(name=diagnostic_name('/x/cam0/image'),
+                         values=[KeyValue(key='image_publishers', value='2')])])
+    assert diagnostic_name('/cam0/image') == 'xfeat: /cam0/image'
+    assert camera_status_values(array, '/cam0/image') == {'image_publishers': '1'}
+    assert camera_status_values(array, '/x/cam0/image') == status_values(array.status[1])
+    assert camera_status_values(array, '/cam1/image') is None

@@ -23,7 +23,7 @@ from xfeat_ros.descriptor_format import decode_descriptors
 from xfeat_ros.geometry import epipolar_errors, relative_pose_from_extrinsics
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import read_image
-from xfeat_ros.messages import cloud_points, features_from_msg
+from xfeat_ros.messages import camera_status_values, cloud_points, features_from_msg
 from xfeat_ros.tools.play import stamp_msg
 from xfeat_ros_msgs.msg import Matches
 
@@ -64,9 +64,9 @@ class Collector:
     def counts(self, camera):
         """Newest /diagnostics values of ``camera`` as a dict."""
         for array in reversed(self.diagnostics):
-            for status in array.status:
-                if status.name == f'xfeat: /{camera}/image':
-                    return {kv.key: kv.value for kv in status.values}
+            values = camera_status_values(array, f'/{camera}/image')
+            if values is not None:
+                return values
         return {}
 
 

@@ -24,7 +24,7 @@ from xfeat_ros.core.scheduler import QUEUE_SIZE
 from xfeat_ros.engine import CpuEngine
 from xfeat_ros.errors import DeviceError
 from xfeat_ros.image_codec import image_msg
-from xfeat_ros.messages import message_types
+from xfeat_ros.messages import message_types, status_values
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.node import XFeatNode
 from xfeat_ros.tools.play import stamp_msg
@@ -316,13 +316,13 @@ def test_diagnostics_count_the_matched_image_publishers(weights_npz, engine):
     rig = Rig(weights_npz, engine)  # waits until the node has matched the rig's publisher
     try:
         status = rig.node.camera_status('')
-        values = {kv.key: kv.value for kv in status.values}
+        values = status_values(status)
         assert values['image_publishers'] == '1' and status.message == 'waiting for images'
         assert values['keypoints_subscribers'] == '1'  # the rig's client
         rig.client.destroy_publisher(rig.publisher)
         assert rig.wait(lambda: rig.node.ports[''].publishers == 0, 10)
         status = rig.node.camera_status('')
         assert status.message == 'no image publisher matched'
-        assert {kv.key: kv.value for kv in status.values}['image_publishers'] == '0'
+        assert status_values(status)['image_publishers'] == '0'
     finally:
         rig.close()

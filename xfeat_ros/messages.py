@@ -27,6 +27,24 @@ def message_types():
     return Keypoints, Matches
 
 
+def diagnostic_name(image_topic):
+    """Name of the node's ``/diagnostics`` status of a camera, by its resolved image topic."""
+    return f'xfeat: {image_topic}'
+
+
+def status_values(status):
+    """Return the key/value pairs of a ``diagnostic_msgs/DiagnosticStatus`` as a dict."""
+    return {kv.key: kv.value for kv in status.values}
+
+
+def camera_status_values(array, image_topic):
+    """Values of the status of ``image_topic`` (resolved) in a ``DiagnosticArray``, or None."""
+    for status in array.status:
+        if status.name == diagnostic_name(image_topic):
+            return status_values(status)
+    return None
+
+
 def _typed(values, dtype, typecode):
     """
     Return ``values`` as an ``array.array`` for a ROS array field.

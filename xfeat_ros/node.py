@@ -49,7 +49,8 @@ from xfeat_ros.engine import create_engine
 from xfeat_ros.errors import CameraModelError, ImageError, ParameterError, XFeatError
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_receiver import ImageReceiver
-from xfeat_ros.messages import keypoint_cloud_msg, message_types, vins_feature_msg
+from xfeat_ros.messages import (diagnostic_name, keypoint_cloud_msg, message_types,
+                                vins_feature_msg)
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
                                   ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                   scheduler_config, unset_value, validate_parameter)
@@ -436,7 +437,7 @@ class XFeatNode(Node):
             recent[-1] > recent[0] else 0.0
         lost = sum(counts[k] for k in LOST)
         engine = self.engine
-        status = DiagnosticStatus(name=f'xfeat: {self.topic_name(camera, "image")}',
+        status = DiagnosticStatus(name=diagnostic_name(self.topic_name(camera, 'image')),
                                   hardware_id=f'{engine.name} on {engine.device}')
         if self.failure:
             status.level, status.message = DiagnosticStatus.ERROR, self.failure

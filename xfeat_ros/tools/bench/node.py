@@ -96,10 +96,11 @@ class Collector:
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
 
     def _on_diagnostics(self, array):
-        for status in array.status:
-            for name in self.cameras:
-                if status.name.endswith(f'/{name}/image'):
-                    self.node_side[name] = {kv.key: kv.value for kv in status.values}
+        from xfeat_ros.messages import camera_status_values
+        for name in self.cameras:
+            values = camera_status_values(array, f'/{name}/image')
+            if values is not None:
+                self.node_side[name] = values
 
     def _on_keypoints(self, index, raw):
         now = time.time_ns()
