@@ -13,7 +13,12 @@
 # 2. the working tree at 1x30 mono8;
 # 3. several node processes with and without CUDA MPS (nvidia-cuda-mps-control), at 8x120
 #    over 4 processes (with MPS also with queue_size 2) and 8xmax over 8 processes (rgb8).
-# SECTIONS picks some of 'ab mono mps'; MPS_ONLY=1 leaves out the 8xmax runs.
+# 4. (section malloc) glibc's default heap against xfeat_ros.heap's thresholds
+#    (XFEAT_ROS_MALLOC=default in every process, or not), 1x30 rgb8 and mono8, twice;
+# 5. (section gc, with MPS) 8x120 over 4 node processes, .base against the working tree,
+#    every node under bench/gc_probe.py (its collections in the node logs), twice.
+# SECTIONS picks some of 'ab mono mps malloc gc' (default 'ab mono mps'); MPS_ONLY=1
+# leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -78,9 +83,33 @@ fi
 if [[ " ${SECTIONS} " == *" mono "* ]]; then
   bench new_mono8 --configs 1x30 --encoding mono8
 fi
+if [[ " ${SECTIONS} " == *" malloc "* ]]; then
+  for round in 1 2; do
+    for encoding in rgb8 mono8; do
+      XFEAT_ROS_MALLOC=default bench "malloc_default_${encoding}_${round}" --configs 1x30 \
+        --encoding "${encoding}"
+      bench "malloc_tuned_${encoding}_${round}" --configs 1x30 --encoding "${encoding}"
+    done
+  done
+fi
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+if [[ " ${SECTIONS} " == *" gc "* ]]; then
+  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
+  if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+    for round in 1 2; do
+      bench "gc_base_${round}" --configs 8x120 --node-processes 4 \
+        --node-wrapper "${BASE_WRAPPER} python3 ${PWD}/bench/gc_probe.py"
+      bench "gc_new_${round}" --configs 8x120 --node-processes 4 \
+        --node-wrapper "python3 ${PWD}/bench/gc_probe.py"
+    done
+    echo quit | nvidia-cuda-mps-control
+    grep -h 'gc_probe:' /tmp/ab/logs_gc_*/node* > "${OUT}/gc_probe.txt" 2>/dev/null
+  else
+    echo "no MPS daemon on this machine" | tee -a "${OUT}/summary.txt"
+  fi
+fi
 [[ " ${SECTIONS} " == *" mps "* ]] || { tar czf "${OUT}/node_ab.tar.gz" -C /tmp ab; exit 0; }
 
-export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
 bench procs_no_mps --configs 8x120 --node-processes 4
 [[ -n "${MPS_ONLY:-}" ]] || bench procs8_no_mps --configs 8xmax --node-processes 8
 mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"

@@ -23,6 +23,8 @@ Messages (``--messages``):
 
 Profiles (``--profiles``): ``default`` (Fast DDS defaults: no profile file),
 ``shipped`` (config/fastdds_shm.xml through :mod:`xfeat_ros.dds`), or paths.
+Both ends raise glibc's malloc thresholds (:mod:`xfeat_ros.heap`) unless
+``XFEAT_ROS_MALLOC=default`` is set for the run (the A/B of that setting).
 Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and one
 ROS_DOMAIN_ID.
 
@@ -49,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from xfeat_ros import dds  # noqa: E402
+from xfeat_ros import dds, heap  # noqa: E402
 
 MESSAGES = ('rgb', 'mono', 'keypoints', 'rgb4k', 'keypoints65k')
 DEFAULT_MESSAGES = ('rgb', 'mono', 'keypoints')
@@ -97,6 +99,7 @@ def _emit(**fields):
 
 def run_subscriber(args):
     """Receive until stdin closes; print one JSON line of (seq, stamp, receipt) triples."""
+    heap.keep_large_buffers()  # XFEAT_ROS_MALLOC=default leaves glibc alone
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.experimental import EventsExecutor
@@ -134,6 +137,7 @@ def run_subscriber(args):
 
 def run_publisher(args):
     """Publish ``--count`` stamped messages, ``--burst`` per tick at ``--rate``, once matched."""
+    heap.keep_large_buffers()
     import rclpy
     from builtin_interfaces.msg import Time
     from rclpy.duration import Duration

@@ -22,7 +22,6 @@ reports per-camera health on ``/diagnostics``.
 """
 
 from dataclasses import dataclass, field
-import gc
 import signal
 import sys
 import threading
@@ -38,6 +37,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
+from xfeat_ros import heap
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
@@ -492,6 +492,7 @@ def main(args=None):
     from xfeat_ros.cli import node_help
     if node_help(args):  # --help / -h before --ros-args: usage, not a node
         return 0
+    malloc = heap.keep_large_buffers()  # before rclpy allocates its first buffers
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # SIGINT too: a process started in the background of a shell inherits it ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -504,11 +505,9 @@ def main(args=None):
         # callbacks that take the message info, which the gap count needs (bench/NOTES.md).
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
-        # What start-up built (PyTorch, CuPy, the weights: ~10^5-10^6 objects) lives as
-        # long as the process: frozen after one collection, the full collections of the
-        # running node no longer walk it (60-90 ms each with PyTorch imported; NOTES.md).
-        gc.collect()
-        gc.freeze()
+        node.get_logger().info(f'heap for large messages: {malloc} (xfeat_ros.heap)')
+        # Start-up's objects (PyTorch, CuPy, the weights) out of the full collections.
+        heap.freeze_startup_objects()
         while rclpy.ok() and not node.stop_requested.is_set():
             # Short waits return to Python, where SIGINT/SIGTERM raise KeyboardInterrupt
             # with the context still valid, so shutdown can finish and log cleanly.

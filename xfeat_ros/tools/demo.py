@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from xfeat_ros import dds
+from xfeat_ros import dds, heap
 from xfeat_ros.cli import one_line_errors, stop_on_sigterm
 from xfeat_ros.defaults import TOP_K
 from xfeat_ros.engine import BACKENDS
@@ -214,6 +214,7 @@ def main(argv=None):
         dds.ros_environment(args.dds_profile)
     except XFeatError as exc:
         parser.error(str(exc))
+    heap.keep_large_buffers()  # the demo's Keypoints subscription takes ~1 MB messages
     from xfeat_ros.messages import features_from_msg
     from xfeat_ros.weights import find_weights, load_weights
     out = Path(args.output)

@@ -28,7 +28,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
-from xfeat_ros import dds
+from xfeat_ros import dds, heap
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, XFeatError
 from xfeat_ros.image_codec import convert_pixels, image_msg
@@ -194,6 +194,7 @@ def main(argv=None):
         dds.ros_environment(args.dds_profile, local=False)
     except XFeatError as exc:
         parser.error(str(exc))
+    heap.keep_large_buffers()  # every image's buffers reused, not paged in afresh
     # SIGINT and SIGTERM raise KeyboardInterrupt here with the ROS context still
     # valid (rclpy's own handlers would invalidate it under a running publish).
     rclpy.init(args=ros_args, signal_handler_options=SignalHandlerOptions.NO)

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from xfeat_ros import dds
+from xfeat_ros import dds, heap
 from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
 from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
@@ -269,6 +269,7 @@ def _measure(args, rate, collector, node, publishers, run):
     collector.spin(NODE_SETTLE_S)
     run.warm_delivered = len(collector.received)
     collector.received.clear()
+    heap.freeze_startup_objects()  # no full collection walks start-up's objects mid-run
 
     before = _cpu_ticks(node.pids)
     start = time.monotonic()
@@ -377,6 +378,7 @@ def run_node_config(args, cameras_count, rate, log_dir):
 def run_node(args):
     """Node mode: every configuration, then the table, JSON and PNG."""
     domain = ros_environment(args.domain_id, args.dds_profile)
+    malloc = heap.keep_large_buffers()  # the collector's takes (node and publishers: their own)
     configs = parse_node_configs(args.configs)
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix='xfeat_bench_'))
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -394,6 +396,7 @@ def run_node(args):
                             'images': str(args.images), 'ros_domain_id': domain,
                             'ros_automatic_discovery_range': 'LOCALHOST',
                             'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
+                            'collector_heap': malloc,
                             'latency': 'image header stamp (set just before publish) to '
                                        'receipt of its Keypoints in the collector process',
                             'node_counts': "from the node's final counts log line, warm-up "

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from xfeat_ros import dds
+from xfeat_ros import dds, heap
 from xfeat_ros.tools.bench.frames import fit_resolution, load_images, parse_resolutions
 
 ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
@@ -77,6 +77,7 @@ def run_publisher(args):
     the node.
     """
     ros_environment(args.domain_id, args.dds_profile)
+    malloc = heap.keep_large_buffers()  # what a C++ camera driver's reused buffers give
     import rclpy
     from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -102,7 +103,8 @@ def run_publisher(args):
         # A counted reader may not have matched this writer yet: a sample sent in that
         # gap waits for the next heartbeat (~3 s). The warm-up below ends only when its
         # frames are acknowledged, so the measured frames never meet that gap.
-        _emit('ready', cameras=cameras,
+        heap.freeze_startup_objects()
+        _emit('ready', cameras=cameras, heap=malloc,
               subscribers=[p.get_subscription_count() for p in pubs])
         for line in sys.stdin:
             words = line.split()
