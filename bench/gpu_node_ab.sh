@@ -18,7 +18,8 @@
 # 5. (section gc, with MPS) 8x120 over 4 node processes, .base against the working tree,
 #    every node under bench/gc_probe.py (its collections in the node logs), twice.
 # 6. (section heapload) 8x120 with XFEAT_ROS_MALLOC=default against the tuned heap: over 4
-#    node processes with MPS twice, then one node.
+#    node processes with MPS (HEAPLOAD_ROUNDS times, default 2), then one node (unless
+#    HEAPLOAD_MPS_ONLY is set).
 # SECTIONS picks some of 'ab mono mps malloc gc heapload' (default 'ab mono mps'); MPS_ONLY=1
 # leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
@@ -113,13 +114,15 @@ fi
 if [[ " ${SECTIONS} " == *" heapload "* ]]; then
   mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
   nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
-  for round in 1 2; do
+  for round in $(seq "${HEAPLOAD_ROUNDS:-2}"); do
     XFEAT_ROS_MALLOC=default bench "heapload_default_${round}" --configs 8x120 --node-processes 4
     bench "heapload_tuned_${round}" --configs 8x120 --node-processes 4
   done
   echo quit | nvidia-cuda-mps-control
-  XFEAT_ROS_MALLOC=default bench heapload_default_1node --configs 8x120
-  bench heapload_tuned_1node --configs 8x120
+  if [[ -z "${HEAPLOAD_MPS_ONLY:-}" ]]; then
+    XFEAT_ROS_MALLOC=default bench heapload_default_1node --configs 8x120
+    bench heapload_tuned_1node --configs 8x120
+  fi
 fi
 [[ " ${SECTIONS} " == *" mps "* ]] || { tar czf "${OUT}/node_ab.tar.gz" -C /tmp ab; exit 0; }
 
