@@ -41,6 +41,7 @@ from xfeat_ros import heap
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
+from xfeat_ros.core.gaps import lost_hint, publication_gap
 from xfeat_ros.core.report import reason_key, Reporter
 from xfeat_ros.core.scheduler import Scheduler
 from xfeat_ros.core.stereo import StereoPairing
@@ -345,33 +346,15 @@ class XFeatNode(Node):
                           period_s=REJECT_LOG_PERIOD_S)
 
     def _count_gap(self, camera, info):
-        """
-        Count images a publisher sent that never reached this callback.
-
-        Publication sequence numbers are consecutive per publisher; a gap means
-        the middleware dropped images (best-effort transport losses, or the
-        subscription history overflowing) before the node could see them.
-        """
-        sequence = info.get('publication_sequence_number') if info else None
-        gid = info.get('publisher_gid') if info else None
-        if not sequence or gid is None:
-            return
+        """Count images a publisher sent that never reached this callback (xfeat_ros.core.gaps)."""
         ports = self.ports[camera]
-        key = bytes(gid.get('data', b'')) if isinstance(gid, dict) else bytes(gid)
-        last = ports.sequences.get(key)
-        ports.sequences[key] = sequence
-        if last is None or sequence <= last + 1:
+        missed = publication_gap(ports.sequences, info)
+        if not missed:
             return
-        total = self.streams[camera].count('lost_before_node', sequence - last - 1)
-        if ports.reliability == 'best_effort':
-            hint = ('with a reliable camera publisher set input_qos_reliability to reliable; '
-                    'with best effort, large images need bigger socket buffers '
-                    '(net.core.rmem_default)')
-        else:
-            hint = ('the subscription history overflowed: raise input_qos_depth, or the node '
-                    'cannot keep up with the camera')
-        self.report.warning(f'{self.topic_name(camera, "image")}: {sequence - last - 1} image(s) '
-                            f'lost in the middleware before the node ({total} so far); {hint}',
+        total = self.streams[camera].count('lost_before_node', missed)
+        self.report.warning(f'{self.topic_name(camera, "image")}: {missed} image(s) lost in the '
+                            f'middleware before the node ({total} so far); '
+                            f'{lost_hint(ports.reliability)}',
                             key=(camera, 'lost', ports.reliability))
 
     # -- outputs (the core's sink) ----------------------------------------------------------------

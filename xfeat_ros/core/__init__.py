@@ -6,6 +6,7 @@ The ROS-free front-end core, shared by the node and ``xfeat_offline``.
 Data flow (none of these modules imports rclpy)::
 
     image message -> CameraStream.accept (checks, counters)        stream.py
+      (the node first counts images lost before it)                gaps.py
       -> Scheduler: per-camera queues, groups, slots, engine,      scheduler.py
          CPU fallback, stereo pairing on the engine                stereo.py
       -> FrontEnd.finish: tracks, Keypoints/Matches, keypoint      frontend.py
