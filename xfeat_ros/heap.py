@@ -9,14 +9,15 @@ message, then into ``bytes``), and a CDR publish joins one ``bytes`` object.
 glibc serves a request above its mmap threshold (128 KiB at start, raised only
 after a larger mmapped block is freed) with a new mapping, so each 0.9-1.2 MB
 buffer is zero-filled page by page on first touch: ~780 page faults per 640x480
-rgb8 image taken on the CPU machine, 3.3 -> 1.4 ms of transport
+rgb8 image taken on the CPU machine, 3.2 -> 1.6 ms of transport
 (bench/NOTES.md, "2026-12-02"). :func:`keep_large_buffers` raises the threshold
 to glibc's maximum, so such buffers come from the heap and are reused.
 
 :func:`freeze_startup_objects` is the other half: what start-up built (PyTorch,
 CuPy, the weights) lives as long as the process, so after one collection it is
-frozen and the full collections of the running process no longer walk it
-(60-90 ms each with PyTorch imported, holding the GIL).
+frozen and no later full collection walks it (one takes 60-90 ms with PyTorch
+imported, holding the GIL; in the node's measured runs they all fell in start-up,
+so this is a safeguard, not a measured gain).
 
 ``XFEAT_ROS_MALLOC=default`` leaves glibc's settings alone (for A/B runs).
 """
