@@ -6,6 +6,7 @@ from pathlib import Path
 import subprocess
 import sys
 
+from ament_flake8 import main as ament_flake8_main
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +20,7 @@ def test_flake8():
     # process after in-process node tests inherits ONNX Runtime sessions whose destructors
     # then wait forever on condition variables of threads that did not survive the fork.
     paths = [str(REPO / p) for p in SOURCES if (REPO / p).exists()]
-    run = subprocess.run([sys.executable, '-m', 'ament_flake8.main', *paths],
+    run = subprocess.run([sys.executable, '-m', ament_flake8_main.__name__, *paths],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f'code style errors / warnings:\n{run.stdout}\n{run.stderr}'
     assert 'checked' in run.stdout or 'No problems found' in run.stdout, run.stdout
