@@ -10,6 +10,8 @@ has already set ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and a ROS_DOMAIN_ID, and
 child processes inherit them.
 """
 
+import itertools
+import os
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray
@@ -26,6 +28,20 @@ from xfeat_ros.node import topic
 from xfeat_ros.tools.plumbing import start_node, stop_process as stop_node  # noqa: F401
 
 RELIABLE = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+_TOPICS = itertools.count()
+
+
+def private_topic(name):
+    """
+    Return an absolute topic ``/xfeat_test_<pid>_<n>/<name>`` that no other test uses.
+
+    A publisher that starts as soon as it counts one subscriber (``xfeat_play``)
+    starts early when any other reader of its topic is alive in the domain
+    (another test's, another process's): images it sends before it has matched
+    the test's own reader never reach that reader (volatile durability). A
+    topic of the test's own has the test's reader as its only one.
+    """
+    return f'/xfeat_test_{os.getpid()}_{next(_TOPICS)}/{name}'
 
 
 class Client:

@@ -184,13 +184,15 @@ def test_ctrl_c_in_the_demo(tmp_path):
 @pytest.mark.ros
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT], ids=['term', 'int'])
 def test_signal_stops_play_cleanly(sig):
-    from ros_harness import Client
+    from ros_harness import Client, private_topic
     from sensor_msgs.msg import Image
     client = Client()
     images = []
-    client.node.create_subscription(Image, 'image', images.append, 10)
+    topic = private_topic('image')
+    client.node.create_subscription(Image, topic, images.append, 10)
     process = subprocess.Popen(
-        [sys.executable, '-m', 'xfeat_ros.tools.play', str(TUM), '--loop', '--rate', '20'],
+        [sys.executable, '-m', 'xfeat_ros.tools.play', str(TUM), '--loop', '--rate', '20',
+         '--topic', topic],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, PYTHONUNBUFFERED='1'))
     try:

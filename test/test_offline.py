@@ -198,16 +198,18 @@ def test_offline_errors(tmp_path, images, weights_npz, capsys, monkeypatch):
 
 @pytest.mark.ros
 def test_play_bag_with_stamps(tmp_path, images):
-    from ros_harness import Client
+    from ros_harness import Client, private_topic
     from sensor_msgs.msg import Image
     source = write_image_bag(tmp_path / 'in', images, 'mcap')
     mcap_file = next(source.glob('*.mcap'))
     client = Client()
     received = []
-    client.node.create_subscription(Image, 'image', received.append, 10)
+    topic = private_topic('image')
+    client.node.create_subscription(Image, topic, received.append, 10)
     try:
         process = subprocess.Popen(
-            [sys.executable, '-m', 'xfeat_ros.tools.play', str(mcap_file), '--rate', '20'],
+            [sys.executable, '-m', 'xfeat_ros.tools.play', str(mcap_file), '--rate', '20',
+             '--topic', topic],
             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         client.spin_until(lambda: len(received) == FRAMES or process.poll() is not None, 60)
         client.spin_until(lambda: len(received) == FRAMES, 5)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from ros_harness import Client
+from ros_harness import Client, private_topic
 from xfeat_ros.image_codec import decode_image_msg
 from xfeat_ros.image_files import list_sequence, read_grey
 
@@ -29,11 +29,12 @@ def test_play_tum_with_stamps(data_dir):
     from sensor_msgs.msg import Image
     client = Client()
     images = []
-    client.node.create_subscription(Image, 'image', images.append, 10)
+    topic = private_topic('image')
+    client.node.create_subscription(Image, topic, images.append, 10)
     try:
         process = subprocess.Popen(
             [sys.executable, '-m', 'xfeat_ros.tools.play', str(data_dir / 'data' / 'tum_fr2_desk'),
-             '--count', '4', '--rate', '20', '--encoding', 'bgr8'],
+             '--count', '4', '--rate', '20', '--encoding', 'bgr8', '--topic', topic],
             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         client.spin_until(lambda: len(images) == 4 or process.poll() is not None, 60)
         client.spin_until(lambda: len(images) == 4, 5)
