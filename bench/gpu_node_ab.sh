@@ -20,8 +20,14 @@
 # 6. (section heapload) 8x120 with XFEAT_ROS_MALLOC=default against the tuned heap: over 4
 #    node processes with MPS (HEAPLOAD_ROUNDS times, default 2), then one node (unless
 #    HEAPLOAD_MPS_ONLY is set).
-# SECTIONS picks some of 'ab mono mps malloc gc heapload' (default 'ab mono mps'); MPS_ONLY=1
-# leaves out the 8xmax runs.
+# 7. (section hostprof) the GPU engine's host and device time per frame as the node drives
+#    it (bench/host_profile.py), groups of 1 and 8, back to back and paced at 30 Hz, with
+#    the SM clock sampled every 200 ms ($OUT/clocks.csv).
+# 8. (section pubmode) rmw_fastrtps' publication mode: RMW_FASTRTPS_PUBLICATION_MODE
+#    ASYNCHRONOUS (rmw's default: a Fast DDS thread sends each sample) against SYNCHRONOUS
+#    (sent within publish) in every process, 1x30 rgb8 and mono8 and one node at 8x120.
+# SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode' (default 'ab mono
+# mps'); MPS_ONLY=1 leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -93,6 +99,30 @@ if [[ " ${SECTIONS} " == *" malloc "* ]]; then
         --encoding "${encoding}"
       bench "malloc_tuned_${encoding}_${round}" --configs 1x30 --encoding "${encoding}"
     done
+  done
+fi
+if [[ " ${SECTIONS} " == *" hostprof "* ]]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,utilization.gpu --format=csv -lms 200 \
+    > "${OUT}/clocks.csv" 2>&1 &
+  clocks=$!
+  for pace in 0 33; do
+    for group in 1 8; do
+      echo "start $(date -u +%T.%N) pace ${pace} group ${group}" >> "${OUT}/clocks_marks.txt"
+      python3 bench/host_profile.py --frames 480 --group "${group}" --pace-ms "${pace}" 2>&1 \
+        | tail -n 1 | tee -a "${OUT}/summary.txt"
+    done
+  done
+  kill "${clocks}"
+fi
+if [[ " ${SECTIONS} " == *" pubmode "* ]]; then
+  for encoding in rgb8 mono8; do
+    for mode in ASYNCHRONOUS SYNCHRONOUS; do
+      RMW_FASTRTPS_PUBLICATION_MODE="${mode}" bench "pubmode_${mode}_${encoding}" \
+        --configs 1x30 --encoding "${encoding}"
+    done
+  done
+  for mode in ASYNCHRONOUS SYNCHRONOUS; do
+    RMW_FASTRTPS_PUBLICATION_MODE="${mode}" bench "pubmode_${mode}_8x120" --configs 8x120
   done
 fi
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
