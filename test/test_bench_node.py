@@ -108,6 +108,7 @@ class _Args:
     top_k = 4096
     max_frames_in_flight = 8
     queue_size = 1
+    descriptor_encoding = 'int8'
 
 
 def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
@@ -122,6 +123,7 @@ def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
 
     def fake_start(params, log, extra_args=(), wrapper=()):
         started.append((params['cameras'], tuple(extra_args)))
+        assert params['descriptor_encoding'] == 'int8'  # --descriptor-encoding reaches each node
         return Child(len(started))
     monkeypatch.setattr(node, 'start_node_process', fake_start)
     group = node.NodeGroup(_Args(), [f'cam{i}' for i in range(8)], tmp_path, '8x120')

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
+from xfeat_ros.core.frontend import OutputConfig
 from xfeat_ros.core.scheduler import SchedulerConfig
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
+from xfeat_ros.descriptor_format import ENCODINGS as DESCRIPTOR_ENCODINGS
 from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
 from xfeat_ros.tools.bench import __doc__ as DOC
@@ -96,6 +98,10 @@ def build_parser():
                       help="the node parameter (default: the node's, %(default)s)")
     node.add_argument('--queue-size', type=int, default=SchedulerConfig.queue_size,
                       help="the node parameter (default: the node's, %(default)s)")
+    node.add_argument('--descriptor-encoding', default=OutputConfig.descriptor_encoding,
+                      choices=DESCRIPTOR_ENCODINGS,
+                      help='the node parameter: descriptors on the wire (default: the '
+                           "node's, %(default)s)")
     node.add_argument('--warmup-frames', type=int, default=10,
                       help='per camera, before measuring (default %(default)s)')
     node.add_argument('--warmup-rate', type=float, default=20.0)

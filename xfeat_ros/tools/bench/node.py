@@ -157,6 +157,7 @@ def start_node(args, cameras, log, label='', name=None):
         {'cameras': cameras, 'backend': args.backend, 'weights': args.weights,
          'gpu': args.gpu, 'num_threads': args.threads, 'top_k': args.top_k,
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
+         'descriptor_encoding': args.descriptor_encoding,
          'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log,
         extra_args=('-r', f'__node:={name}') if name else (),
         wrapper=node_wrapper(args.node_wrapper, label))
@@ -389,7 +390,9 @@ def run_node(args):
                             'resolution': args.resolution, 'encoding': args.encoding,
                             'duration_s': args.duration,
                             'max_frames_in_flight': args.max_frames_in_flight,
-                            'queue_size': args.queue_size, 'input_qos_reliability': 'reliable',
+                            'queue_size': args.queue_size,
+                            'descriptor_encoding': args.descriptor_encoding,
+                            'input_qos_reliability': 'reliable',
                             'warmup_frames_per_camera': args.warmup_frames,
                             'publisher_processes': args.publisher_processes,
                             'node_processes': args.node_processes,
