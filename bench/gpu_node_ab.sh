@@ -9,7 +9,8 @@
 #
 # 1. A/B of the node's image receipt: .base/xfeat_ros (an earlier commit's package, made
 #    with `git archive <commit> xfeat_ros kernels config | tar -x -C .base`; ignored by git) against the
-#    working tree, at 1x30 and 8x120 (rgb8, shipped DDS profile), interleaved twice;
+#    working tree, at 1x30 and 8x120 (rgb8, shipped DDS profile; AB_CONFIGS picks others),
+#    interleaved twice;
 # 2. the working tree at 1x30 mono8;
 # 3. several node processes with and without CUDA MPS (nvidia-cuda-mps-control), at 8x120
 #    over 4 processes (with MPS also with queue_size 2) and 8xmax over 8 processes (rgb8).
@@ -85,8 +86,8 @@ ${BASE_WRAPPER} python3 -c \
 SECTIONS="${SECTIONS:-ab mono mps}"
 if [[ " ${SECTIONS} " == *" ab "* ]]; then
   for round in 1 2; do
-    bench "base_${round}" --configs 1x30,8x120 --node-wrapper "${BASE_WRAPPER}"
-    bench "new_${round}" --configs 1x30,8x120
+    bench "base_${round}" --configs "${AB_CONFIGS:-1x30,8x120}" --node-wrapper "${BASE_WRAPPER}"
+    bench "new_${round}" --configs "${AB_CONFIGS:-1x30,8x120}"
   done
 fi
 if [[ " ${SECTIONS} " == *" mono "* ]]; then
