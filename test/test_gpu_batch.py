@@ -305,33 +305,6 @@ def test_results_of_slots_at_work_are_cut_to_their_counts(engine, shared_dir):
 
 
 @pytest.mark.gpu
-def test_results_of_a_slot_take_one_copy_per_allocation(engine, shared_dir, monkeypatch):
-    """A finished slot's features come back in one copy, its checked matches in another."""
-    from xfeat_ros.gpu import results as host_results
-    msgs = flight_messages(shared_dir)[:2]
-    slots = [engine.alloc_slot() for _ in msgs]
-    engine.submit_group(msgs, slots, chain=True)
-    engine.synchronize()
-    copies = []
-    real = host_results.copy_async
-
-    def counted(*args):
-        copies.append(args[2])
-        real(*args)
-    monkeypatch.setattr(host_results, 'copy_async', counted)
-    (features, matches), = engine.results(slots[1:])
-    assert len(copies) == 2, copies
-    monkeypatch.setattr(host_results, 'copy_async', real)
-    alone, matched = engine.features(slots[1]), engine.matches(slots[1])
-    for name in ('keypoints', 'scores', 'descriptors'):
-        np.testing.assert_array_equal(getattr(features, name), getattr(alone, name))
-    assert len(alone) > 100 and len(matched) > 50
-    for name in ('idx0', 'idx1', 'similarity', 'verified'):
-        np.testing.assert_array_equal(getattr(matches, name), getattr(matched, name))
-    assert matches.verified.any()
-
-
-@pytest.mark.gpu
 def test_max_batch_caps_a_batch(engine, shared_dir):
     """``max_batch=2``: five frames of one size go through three backbone calls, same results."""
     from xfeat_ros.gpu.engine import GpuEngine
@@ -403,41 +376,6 @@ def test_frame_table_layout():
     assert defines['FT_FIELDS'] == kernels.FRAME_FIELDS
     assert defines['FT_SCALES'] == col('scales')
     assert dict(kernels.describe_variant().defines)['FT_DESCRIPTORS'] == col('descriptors')
-
-
-def test_carve_layout_starts_every_array_on_a_boundary():
-    from xfeat_ros.gpu.buffers import CARVE_ALIGN, carve_layout
-    cap = 1001  # rows whose sizes are not multiples of the boundary
-    offsets, total = carve_layout([((cap, 2), np.float32), ((cap,), np.float32),
-                                   ((cap, 64), np.float32), ((0,), np.uint8)])
-    assert offsets[0] == 0 and all(o % CARVE_ALIGN == 0 for o in offsets)
-    ends = [offsets[0] + cap * 8, offsets[1] + cap * 4, offsets[2] + cap * 256]
-    assert [offsets[1], offsets[2], offsets[3]] == [-(-e // CARVE_ALIGN) * CARVE_ALIGN
-                                                    for e in ends]
-    assert total == offsets[3]  # an empty last array adds nothing
-    assert carve_layout([]) == ([], 0)
-
-
-def _device_array(mem, ptr, shape, itemsize=4):
-    """Return a stand-in for a CuPy array: its allocation, address, shape and item size."""
-    return SimpleNamespace(data=SimpleNamespace(mem=mem, ptr=ptr), shape=shape,
-                           itemsize=itemsize)
-
-
-def test_result_spans_join_the_views_of_one_allocation():
-    from xfeat_ros.gpu.results import _spans
-    block, other = object(), object()
-    kp = _device_array(block, 1000, (10, 2))
-    sc = _device_array(block, 1256, (10,))
-    de = _device_array(block, 1512, (10, 64))
-    alone = _device_array(other, 9000, (10,))
-    spans = _spans([(kp, 3), (sc, 3), (de, 3), (alone, 3)])
-    copies = [(first.data.ptr, nbytes) for first, nbytes, _ in spans]
-    assert copies == [(1000, 512 + 3 * 256), (9000, 12)]
-    assert [shift for _, shift in spans[0][2]] == [0, 256, 512]
-    # out of order, or overlapping the part before: copies of their own
-    assert len(_spans([(sc, 3), (kp, 3)])) == 2
-    assert len(_spans([(kp, 10), (_device_array(block, 1040, (10,)), 1)])) == 2
 
 
 def test_batch_capacity_grows_by_powers_of_two():

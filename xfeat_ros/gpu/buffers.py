@@ -19,7 +19,6 @@ Device and pinned host buffers of the GPU engine.
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 import itertools
-import math
 import os
 
 import numpy as np
@@ -61,33 +60,6 @@ class PinnedBuffer:
         return self.memory.ptr
 
 
-CARVE_ALIGN = 256  # bytes: each array of a carved allocation starts at such a boundary
-
-
-def carve(specs):
-    """
-    Device arrays ``[(shape, dtype)]`` as views of one allocation, in order.
-
-    Each starts at a :data:`CARVE_ALIGN` boundary (as separate allocations
-    would), so one copy of the span from the first to the end of the last
-    moves them all (:func:`xfeat_ros.gpu.results.copy_to_host`).
-    """
-    offsets, total = carve_layout(specs)
-    block = cupy_module().empty(max(total, 1), dtype=np.uint8)
-    return [block[offset:offset + math.prod(shape) * np.dtype(dtype).itemsize]
-            .view(dtype).reshape(shape) for (shape, dtype), offset in zip(specs, offsets)]
-
-
-def carve_layout(specs):
-    """Return the byte offsets of ``[(shape, dtype)]`` in :func:`carve`'s block, and its size."""
-    offsets, total = [], 0
-    for shape, dtype in specs:
-        total = -(-total // CARVE_ALIGN) * CARVE_ALIGN
-        offsets.append(total)
-        total += math.prod(shape) * np.dtype(dtype).itemsize
-    return offsets, total
-
-
 def copy_async(dst_ptr, src_ptr, nbytes, kind, stream):
     """``cudaMemcpyAsync`` on ``stream`` (``kind``: a cupy.cuda.runtime memcpy kind)."""
     if nbytes:
@@ -101,10 +73,7 @@ class GpuSlot:
     ``keypoints`` float32 [capacity, 2] (original pixels), ``scores`` float32
     [capacity], ``descriptors`` float32 [capacity, 64], ``count`` int32 [1],
     ``matches`` (:class:`xfeat_ros.gpu.ops.MatchOutput`) against the previous
-    frame and its epipolar check (``epipolar``); the three feature arrays are
-    views of one allocation, and so are the matches' three arrays and the
-    check's mask (:func:`carve`), so that the results reach the host in two
-    copies; ``host_counts`` pinned int32 [2] = (keypoints, matches) once the
+    frame; ``host_counts`` pinned int32 [2] = (keypoints, matches) once the
     slot's ``done`` event has passed (the keypoint count arrives in its
     batch's pinned block, ``count_ref``).
     """
@@ -119,14 +88,12 @@ class GpuSlot:
         self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
         self.capacity = max(int(capacity), 0)
         self.desc_dim = int(desc_dim)
-        cap, f32 = self.capacity, np.float32
-        self.keypoints, self.scores, self.descriptors = carve(
-            [((cap, 2), f32), ((cap,), f32), ((cap, self.desc_dim), f32)])
+        self.keypoints = cupy.empty((self.capacity, 2), dtype=cupy.float32)
+        self.scores = cupy.empty(self.capacity, dtype=cupy.float32)
+        self.descriptors = cupy.empty((self.capacity, self.desc_dim), dtype=cupy.float32)
         self.count = cupy.zeros(1, dtype=cupy.int32)
-        idx0, idx1, similarity, mask = carve(
-            [((cap,), np.int32), ((cap,), np.int32), ((cap,), f32), ((cap,), np.uint8)])
-        self.matches = ops.alloc_match_output(cap, (idx0, idx1, similarity))
-        self.epipolar = alloc_epipolar_output(cap, mask)
+        self.matches = ops.alloc_match_output(self.capacity)
+        self.epipolar = alloc_epipolar_output(self.capacity)
         self.host_counts = PinnedBuffer(8, np.int32)
         self.host_counts.array[:] = 0
         self.count_ref = (self.host_counts, 0)

@@ -393,20 +393,12 @@ class MatchOutput:
         return int(self.idx0.shape[0])
 
 
-def alloc_match_output(capacity, arrays=None):
-    """
-    Device :class:`MatchOutput` for up to ``capacity`` matches.
-
-    ``arrays``: ``(idx0, idx1, similarity)`` device arrays of ``capacity`` rows
-    to use (int32, int32, float32), e.g. views of a larger allocation; None
-    allocates them.
-    """
+def alloc_match_output(capacity):
+    """Device :class:`MatchOutput` for up to ``capacity`` matches."""
     cp = _cupy()
     capacity = max(int(capacity), 0)
-    if arrays is None:
-        arrays = (cp.empty(capacity, dtype=cp.int32), cp.empty(capacity, dtype=cp.int32),
-                  cp.empty(capacity, dtype=cp.float32))
-    return MatchOutput(*arrays, cp.zeros(1, dtype=cp.int32))
+    return MatchOutput(cp.empty(capacity, dtype=cp.int32), cp.empty(capacity, dtype=cp.int32),
+                       cp.empty(capacity, dtype=cp.float32), cp.zeros(1, dtype=cp.int32))
 
 
 @dataclass(frozen=True)

@@ -50,20 +50,11 @@ class EpipolarOutput:
         return int(self.mask.shape[0])
 
 
-def alloc_epipolar_output(capacity, mask=None):
-    """
-    Device :class:`EpipolarOutput` for up to ``capacity`` matches.
-
-    ``mask``: a uint8 [capacity] device array to use (zeroed here), e.g. a view
-    of a larger allocation; None allocates one.
-    """
+def alloc_epipolar_output(capacity):
+    """Device :class:`EpipolarOutput` for up to ``capacity`` matches."""
     cp = ops._cupy()
-    capacity = max(int(capacity), 0)
-    if mask is None:
-        mask = cp.zeros(capacity, dtype=cp.uint8)
-    else:
-        mask.fill(0)
-    return EpipolarOutput(mask, cp.zeros(1, dtype=cp.int32), cp.full(9, np.nan, dtype=cp.float64))
+    return EpipolarOutput(cp.zeros(max(int(capacity), 0), dtype=cp.uint8),
+                          cp.zeros(1, dtype=cp.int32), cp.full(9, np.nan, dtype=cp.float64))
 
 
 def _check_points(points, label):
