@@ -12,9 +12,12 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
 # Every process that creates a ROS node keeps DDS on this machine and uses its
-# own domain (an exported ROS_DOMAIN_ID is kept; scripts/ros_env.sh does the same).
+# own domain, drawn at random (an exported ROS_DOMAIN_ID is kept; scripts/ros_env.sh does
+# the same).
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
-export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 1 )))
+ifndef ROS_DOMAIN_ID
+export ROS_DOMAIN_ID := $(shell echo $$(( RANDOM % 100 + 1 )))
+endif
 
 PYTEST_ARGS ?=
 DEMO_ARGS ?=

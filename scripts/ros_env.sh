@@ -9,7 +9,7 @@
 # - puts the venv prefix on AMENT_PREFIX_PATH (xfeat_ros_msgs and the ros-*
 #   wheels are found through the ament index there),
 # - keeps DDS on this machine: ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, and a
-#   ROS_DOMAIN_ID (an already exported one is kept, else 1..100 from the PID),
+#   ROS_DOMAIN_ID (an already exported one is kept, else 1..100 at random),
 # - exports FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_shm.xml (large messages
 #   through shared memory) unless a profile is exported already,
 # - sets LD_LIBRARY_PATH like the ros-wheels-bootstrapper would (venv lib/ and
@@ -54,7 +54,7 @@ export _ROS_WHEELS_BOOTSTRAP_COMPLETE=1
 # DDS must never leave this machine.
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 if [ -z "${ROS_DOMAIN_ID:-}" ]; then
-  ROS_DOMAIN_ID=$(( $$ % 100 + 1 ))
+  ROS_DOMAIN_ID=$(( RANDOM % 100 + 1 ))
 fi
 export ROS_DOMAIN_ID
 

@@ -43,6 +43,18 @@ def test_make_keeps_an_exported_domain():
 
 
 @needs_make
+def test_make_draws_one_domain_per_run():
+    """Without an exported ROS_DOMAIN_ID make picks one in 1..100, the same for every recipe."""
+    env = {k: v for k, v in os.environ.items() if k != 'ROS_DOMAIN_ID'}
+    out = subprocess.run([MAKE, '--no-print-directory', '-s', '--eval',
+                          'a: ; @echo $$ROS_DOMAIN_ID', '--eval', 'b: a ; @echo $$ROS_DOMAIN_ID',
+                          'b'], capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+                         check=True).stdout
+    first, second = out.split()
+    assert first == second and 1 <= int(first) <= 100
+
+
+@needs_make
 @pytest.mark.parametrize('target,profile', [('demo', 'user'), ('setup', 'user'),
                                             ('test', 'test'), ('setup-gpu', 'gpu')])
 def test_targets_use_their_profile(target, profile):

@@ -16,7 +16,7 @@ peers share the same transport settings:
   Fast DDS's default 512 KiB segment (one 640x480 RGB image already is) goes
   over UDP fragments.
 * optionally ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a
-  ``ROS_DOMAIN_ID`` (an exported one is kept, else 1..100 from the PID).
+  ``ROS_DOMAIN_ID`` (an exported one is kept, else 1..100 at random).
 
 The profile choice, the same everywhere (the launch file's ``dds_profile``
 argument, ``--dds-profile`` of the tools):
@@ -35,6 +35,7 @@ only configures the participant's transports.
 from dataclasses import dataclass
 import os
 from pathlib import Path
+import random
 import sys
 
 from xfeat_ros.errors import ParameterError
@@ -133,7 +134,7 @@ def ros_environment(profile=SHIPPED, local=True, domain_id=None, env=None):
     ``profile`` as :func:`decide_profile`. ``local``: set
     ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and make sure a
     ``ROS_DOMAIN_ID`` is set (``domain_id`` if given, else the exported one,
-    else 1 + pid % 100). Call before ``rclpy.init`` (Fast DDS reads its profile
+    else 1..100 at random). Call before ``rclpy.init`` (Fast DDS reads its profile
     file once per process) and before starting child processes (they inherit
     ``os.environ``). Returns a dict: ``profile`` (the
     :class:`ProfileDecision`), ``domain_id`` (int or None) and
@@ -148,7 +149,7 @@ def ros_environment(profile=SHIPPED, local=True, domain_id=None, env=None):
         if domain_id is not None:
             env[DOMAIN_ENV] = str(int(domain_id))
         elif not env.get(DOMAIN_ENV):
-            env[DOMAIN_ENV] = str(1 + os.getpid() % 100)
+            env[DOMAIN_ENV] = str(random.randint(1, 100))
     domain = env.get(DOMAIN_ENV)
     return {'profile': decision, 'domain_id': int(domain) if domain else None,
             'discovery_range': env.get(DISCOVERY_ENV)}
