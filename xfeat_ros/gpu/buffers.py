@@ -8,8 +8,6 @@ Device and pinned host buffers of the GPU engine.
 * :class:`GpuSlot` - one in-flight frame's results, resident on the device;
 * :class:`Workspace` - the network input, backbone outputs and detection
   scratch of one model size for a batch of up to ``frames`` frames;
-* :class:`GraphCache` - captured CUDA graphs by key, and the sightings of keys not
-  captured yet;
 * :class:`TableRing` - pinned host frame tables, uploaded in stream order
   into one device table per engine, never overwritten while a copy is pending;
 * :class:`HostCopier` - host copies of image bytes into pinned memory, in
@@ -162,7 +160,7 @@ class Workspace:
         self.reliability = cupy.empty((frames, 1, h, w), dtype=cupy.float32)
         self.feats_hwc = cupy.empty((frames, h, w, desc_dim), dtype=cupy.float32)
         self.detect = ops.alloc_detect_buffers(mh, mw, capacity, frames)
-        self.graphs = GraphCache()  # captured detection graphs, see GpuEngine._launch
+        self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
 
     def grow_raw(self, nbytes, keep=0):
         """Make every frame's raw row hold ``nbytes``; the first ``keep`` rows move along."""
@@ -183,22 +181,6 @@ class Workspace:
     def outputs(self, frames):
         """Backbone output views ``(feats, logits, reliability)`` of the first ``frames``."""
         return self.feats[:frames], self.logits[:frames], self.reliability[:frames]
-
-
-class GraphCache(OrderedDict):
-    """
-    Captured CUDA graphs by key, least recently used first (see ``GpuEngine._launch``).
-
-    ``sightings`` counts, per key not captured yet, how often it was launched
-    without a graph: a key is captured only when it comes again, so that keys
-    seen once (the ever new combinations of slots in the groups of several
-    cameras) run as plain launches instead of each paying a capture.
-    """
-
-    def __init__(self):
-        """Start empty."""
-        super().__init__()
-        self.sightings = OrderedDict()
 
 
 class TableRing:

@@ -51,7 +51,7 @@ from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
-                                   GraphCache, HostCopier, PinnedBuffer, TableRing, Workspace)
+                                   HostCopier, PinnedBuffer, TableRing, Workspace)
 from xfeat_ros.gpu.ransac import EpipolarRansac
 from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
@@ -62,14 +62,6 @@ LOG = logging.getLogger(__name__)
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
-# A key is captured as a graph on its CAPTURE_AFTER-th launch; before that it runs as plain
-# launches. The match graph's key names every slot of its group, and the groups of several
-# cameras form new combinations of slots all the time (8 cameras: 1924 new keys in 1999
-# groups, bench/NOTES.md 2026-12-02): capturing each cost a capture and an instantiation
-# for one replay. Keys that repeat (one camera's two slots, a fixed set of cameras) are
-# captured on their second launch.
-CAPTURE_AFTER = 2
-MAX_SIGHTINGS = 1024  # uncaptured keys remembered per cache
 MAX_BATCH = 32
 # The epipolar checks of a flush's matches run on this many side streams (branches of
 # the match graph), each with its own scratch: a check keeps 1-16 blocks busy, so
@@ -96,16 +88,12 @@ class GpuEngine:
 
     def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD,
                  min_cossim=MIN_COSSIM, profile=False, graphs=True, max_batch=MAX_BATCH,
-                 tensor_cores=True, copy_workers=None, epipolar=True,
-                 capture_after=CAPTURE_AFTER):
+                 tensor_cores=True, copy_workers=None, epipolar=True):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
         ``graphs=True`` captures the post-backbone launches of a (workspace,
-        batch size, settings) combination, and the matches of a group of slots,
-        as a CUDA graph on their ``capture_after``-th launch (plain launches
-        before: see :data:`CAPTURE_AFTER`) and replays it;
-        ``graph_captures`` and ``graph_capture_seconds`` count the captures;
+        batch size, settings) combination once as a CUDA graph and replays it;
         ``profile=True`` records CUDA events between stages (and launches
         directly). ``max_batch`` caps the frames of one backbone call (1: one
         call per frame, as before batching). ``tensor_cores=False`` matches
@@ -132,11 +120,8 @@ class GpuEngine:
         self.max_batch = max(1, int(max_batch))
         self.tensor_cores = bool(tensor_cores)
         self.epipolar = bool(epipolar)
-        self.capture_after = max(1, int(capture_after))
-        self.graph_captures = 0
-        self.graph_capture_seconds = 0.0
         self._copier = HostCopier(copy_workers)
-        self._match_graphs = GraphCache()
+        self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
@@ -214,31 +199,20 @@ class GpuEngine:
         """
         Run ``enqueue()`` on the stream, through a cached CUDA graph when enabled.
 
-        ``cache`` is a :class:`GraphCache`. The graph of ``key`` is captured on
-        the key's ``capture_after``-th launch (nothing runs during the
-        capture) and launched; earlier launches of the key enqueue directly.
-        The key must name every buffer and argument the launches bake in.
+        The graph of ``key`` is captured on first use (nothing runs during the
+        capture) and launched; the key must name every buffer and argument the
+        launches bake in.
         """
         if not self.graphs or self.profile:
             enqueue()
             return
         graph = cache.get(key)
         if graph is None:
-            seen = cache.sightings.pop(key, 0) + 1
-            if seen < self.capture_after:
-                cache.sightings[key] = seen
-                while len(cache.sightings) > MAX_SIGHTINGS:
-                    cache.sightings.popitem(last=False)
-                enqueue()
-                return
-            started = time.perf_counter()
             self.stream.begin_capture()
             try:
                 enqueue()
             finally:
                 graph = self.stream.end_capture()
-            self.graph_captures += 1
-            self.graph_capture_seconds += time.perf_counter() - started
             cache[key] = graph
             while len(cache) > MAX_GRAPHS:
                 cache.popitem(last=False)
