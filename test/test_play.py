@@ -93,3 +93,72 @@ def test_play_waits_for_acknowledgement_of_first_and_last_images(monkeypatch, ac
     assert publisher.events[1][1] == publisher.events[-1][1] == \
         int(play_module.ACK_TIMEOUT_S * 1e9)
     assert len(warnings) == (0 if acked else 2)
+
+
+class _GrowingPublisher(RecordingPublisher):
+    """A publisher whose matched subscribers grow by one on every count query, up to a limit."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.queries, self.limit = 0, limit
+
+    def get_subscription_count(self):
+        self.queries += 1
+        return min(self.queries - 1, self.limit)
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize('limit,warned', [(3, False), (1, True)], ids=['three', 'one'])
+def test_play_waits_for_every_subscriber_asked_for(monkeypatch, limit, warned):
+    import rclpy
+    from xfeat_ros.tools import play as play_module
+    monkeypatch.setattr(rclpy, 'ok', lambda: True)
+    monkeypatch.setattr(play_module.time, 'sleep', lambda s: None)  # polls, not wall time
+    warnings = []
+
+    class Node:
+        def get_logger(self):
+            return type('Logger', (), {'warning': staticmethod(warnings.append)})()
+
+    publisher = _GrowingPublisher(limit)
+    sent = play_module.play_messages(Node(), publisher, lambda: [(0, 'a')], rate=1000.0,
+                                     wait_subscribers=0.2, subscribers=3)
+    assert sent == 1 and publisher.events[0] == ('publish', 'a')
+    assert publisher.queries >= 4  # polled until three were matched, or until the deadline
+    subscriber_warnings = [w for w in warnings if 'subscribers matched' in w]
+    assert bool(subscriber_warnings) is warned
+    if warned:
+        assert subscriber_warnings[0].startswith('/image: 1 of 3 subscribers matched within 0.2 s')
+
+
+@pytest.mark.ros
+def test_play_feeds_two_subscribers_every_image(data_dir):
+    """--subscribers 2: a node and a recorder (here two readers) each get every image."""
+    from sensor_msgs.msg import Image
+    client = Client()
+    first, second = [], []
+    topic = private_topic('image')
+    client.node.create_subscription(Image, topic, first.append, 10)
+    process = None
+    try:
+        process = subprocess.Popen(
+            [sys.executable, '-m', 'xfeat_ros.tools.play', str(data_dir / 'data' / 'tum_fr2_desk'),
+             '--count', '3', '--rate', '20', '--topic', topic, '--subscribers', '2'],
+            env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # play is up (its publisher seen) and waits: nothing reaches the first reader while
+        # the second is missing (an absence, so checked over a window after play started)
+        assert client.spin_until(lambda: client.node.count_publishers(topic) == 1, 60,
+                                 process)
+        client.spin_until(lambda: bool(first), 1.0)
+        assert first == [] and process.poll() is None
+        client.node.create_subscription(Image, topic, second.append, 10)
+        client.spin_until(lambda: (len(first) == 3 and len(second) == 3)
+                          or process.poll() is not None, 60)
+        client.spin_until(lambda: len(first) == 3 and len(second) == 3, 5)
+        assert (len(first), len(second)) == (3, 3), process.stdout.read()
+        assert process.wait(30) == 0
+        assert [m.header.stamp for m in first] == [m.header.stamp for m in second]
+    finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+        client.close()

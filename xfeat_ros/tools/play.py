@@ -56,11 +56,18 @@ def load_frames(folder, encoding='keep', count=0):
     return out
 
 
-def wait_for_subscribers(publisher, timeout):
-    """Wait up to ``timeout`` s until the publisher has matched a subscriber."""
+def wait_for_subscribers(publisher, timeout, count=1):
+    """
+    Wait up to ``timeout`` s until the publisher has matched ``count`` subscribers.
+
+    Returns how many it has matched. Volatile images sent before a subscriber
+    is matched never reach it, so a player feeding several subscribers (a node
+    and a recorder) waits for all of them before its first image.
+    """
     deadline = time.monotonic() + timeout
-    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
+    while publisher.get_subscription_count() < count and time.monotonic() < deadline:
         time.sleep(0.05)
+    return publisher.get_subscription_count()
 
 
 def wait_for_delivery(node, publisher, timeout=ACK_TIMEOUT_S):
@@ -81,9 +88,12 @@ def wait_for_delivery(node, publisher, timeout=ACK_TIMEOUT_S):
 
 
 def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
-                  wait_subscribers=10.0):
+                  wait_subscribers=10.0, subscribers=1):
     """
     Publish the messages of ``source()`` on ``publisher``; return how many were published.
+
+    Publishing starts once ``subscribers`` subscribers are matched, or after
+    ``wait_subscribers`` s with a warning naming how many were.
 
     ``source`` returns a fresh iterable of ``(time_ns or None, msg)`` on each
     call (once per pass). ``time_ns`` paces the messages; a message keeps its
@@ -91,7 +101,12 @@ def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
     is stamped with the current time). Pacing: ``rate`` Hz if > 0, else the
     ``time_ns`` differences, else 10 Hz.
     """
-    wait_for_subscribers(publisher, wait_subscribers)
+    matched = wait_for_subscribers(publisher, wait_subscribers, subscribers)
+    if matched < subscribers:
+        node.get_logger().warning(
+            f'{publisher.topic_name}: {matched} of {subscribers} subscribers matched within '
+            f'{wait_subscribers:g} s; publishing anyway (a subscriber matched later misses the '
+            'images sent before)')
     published = 0
     gap = 0.0
     while rclpy.ok():
@@ -128,7 +143,7 @@ def play_messages(node, publisher, source, rate=0.0, loop=False, restamp=False,
 
 
 def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id='camera',
-         wait_subscribers=10.0):
+         wait_subscribers=10.0, subscribers=1):
     """
     Publish ``frames`` on ``publisher``; returns how many messages were published.
 
@@ -140,11 +155,11 @@ def play(node, publisher, frames, rate=0.0, loop=False, restamp=False, frame_id=
                         frame_id)
         messages.append((stamp, msg))
     return play_messages(node, publisher, lambda: messages, rate, loop, restamp,
-                         wait_subscribers)
+                         wait_subscribers, subscribers)
 
 
 def play_bag(node, publisher, path, topic='', rate=0.0, loop=False, restamp=False, count=0,
-             wait_subscribers=10.0):
+             wait_subscribers=10.0, subscribers=1):
     """
     Publish the images of a bag's image ``topic`` (empty: the first one) as recorded.
 
@@ -153,7 +168,8 @@ def play_bag(node, publisher, path, topic='', rate=0.0, loop=False, restamp=Fals
     """
     def source():
         return ((timestamp, msg) for _, timestamp, msg in read_images(path, topic, count))
-    return play_messages(node, publisher, source, rate, loop, restamp, wait_subscribers)
+    return play_messages(node, publisher, source, rate, loop, restamp, wait_subscribers,
+                         subscribers)
 
 
 @one_line_errors('xfeat_play')
@@ -180,9 +196,14 @@ def main(argv=None):
                         default='reliable')
     parser.add_argument('--depth', type=int, default=10, help='publisher history depth')
     parser.add_argument('--wait-subscribers', type=float, default=10.0,
-                        help='seconds to wait for a subscriber before publishing')
+                        help='seconds to wait for the subscribers before publishing')
+    parser.add_argument('--subscribers', type=int, default=1,
+                        help='subscribers to wait for before the first image (default 1; '
+                             'e.g. 2 for a node and a recorder)')
     dds.add_profile_argument(parser)
     args, ros_args = parser.parse_known_args(argv)
+    if args.subscribers < 1:
+        parser.error('--subscribers must be at least 1')
     bag = is_bag(args.folder)
     if bag and args.encoding != 'keep':
         parser.error('--encoding applies to image folders only; bags play as recorded')
@@ -207,11 +228,12 @@ def main(argv=None):
                                           QoSProfile(depth=args.depth, reliability=policy))
         if bag:
             count = play_bag(node, publisher, args.folder, args.bag_topic, args.rate,
-                             args.loop, args.restamp, args.count, args.wait_subscribers)
+                             args.loop, args.restamp, args.count, args.wait_subscribers,
+                             args.subscribers)
         else:
             frames = load_frames(args.folder, args.encoding, args.count)
             count = play(node, publisher, frames, args.rate, args.loop, args.restamp,
-                         args.frame_id, args.wait_subscribers)
+                         args.frame_id, args.wait_subscribers, args.subscribers)
         node.get_logger().info(f'published {count} images on {publisher.topic_name}')
     except XFeatError as exc:
         print(error_line('xfeat_play', exc), file=sys.stderr)
