@@ -113,6 +113,11 @@ def test_play_missing_path_or_a_file(source, says):
     assert_one_error_line(run_tool('tools.play', REPO / source), 'xfeat_play', says)
 
 
+def test_play_needs_a_subscriber_to_wait_for():
+    assert_one_error_line(run_tool('tools.play', REPO / 'config', '--subscribers', '0'),
+                          'xfeat_play', '--subscribers must be at least 1, got 0')
+
+
 def test_demo_images_without_images():
     assert_one_error_line(run_tool('tools.demo', '--images', REPO / 'config'), 'xfeat_demo',
                           'no images found in')

@@ -30,7 +30,7 @@ from sensor_msgs.msg import Image
 
 from xfeat_ros import dds, heap
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
-from xfeat_ros.errors import ImageError, XFeatError
+from xfeat_ros.errors import ImageError, ParameterError, XFeatError
 from xfeat_ros.image_codec import convert_pixels, image_msg
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.tools.bag import is_bag, read_images
@@ -203,7 +203,7 @@ def main(argv=None):
     dds.add_profile_argument(parser)
     args, ros_args = parser.parse_known_args(argv)
     if args.subscribers < 1:
-        parser.error('--subscribers must be at least 1')
+        raise ParameterError(f'--subscribers must be at least 1, got {args.subscribers}')
     bag = is_bag(args.folder)
     if bag and args.encoding != 'keep':
         parser.error('--encoding applies to image folders only; bags play as recorded')
