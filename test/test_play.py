@@ -5,6 +5,7 @@
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -69,6 +70,16 @@ class RecordingPublisher:
         return self.acked
 
 
+class WarningNode:
+    """Node stand-in whose logger appends its warnings to ``warnings``."""
+
+    def __init__(self, warnings):
+        self.warnings = warnings
+
+    def get_logger(self):
+        return SimpleNamespace(warning=self.warnings.append)
+
+
 @pytest.mark.ros
 @pytest.mark.parametrize('acked', [True, False])
 def test_play_waits_for_acknowledgement_of_first_and_last_images(monkeypatch, acked):
@@ -76,15 +87,10 @@ def test_play_waits_for_acknowledgement_of_first_and_last_images(monkeypatch, ac
     from xfeat_ros.tools import play as play_module
     monkeypatch.setattr(rclpy, 'ok', lambda: True)
     warnings = []
-
-    class Node:
-        def get_logger(self):
-            return type('Logger', (), {'warning': staticmethod(warnings.append)})()
-
     publisher = RecordingPublisher(acked)
     messages = [(0, 'a'), (1000, 'b'), (2000, 'c')]  # stamped: never restamped
-    sent = play_module.play_messages(Node(), publisher, lambda: messages, rate=1000.0,
-                                     restamp=False)
+    sent = play_module.play_messages(WarningNode(warnings), publisher, lambda: messages,
+                                     rate=1000.0, restamp=False)
     assert sent == 3
     # the first image acknowledged before the others are paced (no fixed settling
     # sleep), the last ones before returning (the node is destroyed after that)
@@ -115,14 +121,9 @@ def test_play_waits_for_every_subscriber_asked_for(monkeypatch, limit, warned):
     monkeypatch.setattr(rclpy, 'ok', lambda: True)
     monkeypatch.setattr(play_module.time, 'sleep', lambda s: None)  # polls, not wall time
     warnings = []
-
-    class Node:
-        def get_logger(self):
-            return type('Logger', (), {'warning': staticmethod(warnings.append)})()
-
     publisher = _GrowingPublisher(limit)
-    sent = play_module.play_messages(Node(), publisher, lambda: [(0, 'a')], rate=1000.0,
-                                     wait_subscribers=0.2, subscribers=3)
+    sent = play_module.play_messages(WarningNode(warnings), publisher, lambda: [(0, 'a')],
+                                     rate=1000.0, wait_subscribers=0.2, subscribers=3)
     assert sent == 1 and publisher.events[0] == ('publish', 'a')
     assert publisher.queries >= 4  # polled until three were matched, or until the deadline
     subscriber_warnings = [w for w in warnings if 'subscribers matched' in w]
