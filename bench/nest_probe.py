@@ -57,8 +57,18 @@ def launch_inside(graph, xs, y):
         print('test 1 (graph launch inside a capture): failed:', exc)
 
 
+def add_child_graph(stream, graph):
+    """Add ``graph`` (a cudaGraph_t) to ``stream``'s capture as a child node (CUDA 13 API)."""
+    from cuda.bindings import runtime
+    info = runtime.cudaStreamGetCaptureInfo(stream.ptr)  # (error, status, id, graph, nodes, ..)
+    error, node = runtime.cudaGraphAddChildGraphNode(info[3], info[4], len(info[4]), graph)
+    flags = runtime.cudaStreamUpdateCaptureDependenciesFlags.cudaStreamSetCaptureDependencies
+    update = runtime.cudaStreamUpdateCaptureDependencies(stream.ptr, [node], None, 1, flags)
+    if int(info[0]) or int(error) or int(update[0]):
+        raise RuntimeError(f'child graph node: {info[0]!r} {error!r} {update[0]!r}')
+
+
 def child_node(graph, xs, y):
-    from xfeat_ros.gpu.graphs import add_child_graph
     stream = cupy.cuda.Stream(non_blocking=True)
     try:
         stream.begin_capture()

@@ -8,8 +8,6 @@ One interface for every backend::
     backbone.name                       'pytorch' | 'tensorrt' | 'onnxruntime_cuda'
     backbone.run(image, outputs, stream)
     backbone.release(image)             forget state bound to that buffer set
-    backbone.graph_of(image, outputs)   optional: the captured cudaGraph_t of that
-                                        run (an int), or None
 
 ``image`` is a CuPy float32 device array [B, 1, mh, mw] (B frames, grey in
 [0, 1], model size, ``mh``/``mw`` multiples of 32); ``outputs`` is the tuple
@@ -214,7 +212,6 @@ class _TorchBinding:
         self.reliability = reliability
         self.graph = None
         self.launch = None  # launch(stream pointer): the graph's executable, without PyTorch
-        self.raw_graph = None  # the captured cudaGraph_t (kept), for graphs that contain it
 
 
 class TorchBackbone:
@@ -347,14 +344,11 @@ class TorchBackbone:
                 self._forward_into(binding)
         ext.wait_stream(side)
         if self.cuda_graphs:
-            graph, kept = _new_graph(self.torch)
+            graph = self.torch.cuda.CUDAGraph()
             try:
                 with self.torch.cuda.graph(graph, pool=self._pool, stream=side,
                                            capture_error_mode='thread_local'):
                     self._forward_into(binding)
-                if kept:
-                    graph.instantiate()
-                    binding.raw_graph = int(graph.raw_cuda_graph())
                 binding.graph = graph
                 binding.launch = raw_graph_launcher(graph)
                 if self._pool is None:
@@ -388,31 +382,11 @@ class TorchBackbone:
                 else:
                     self._forward_into(binding)
 
-    def graph_of(self, image, outputs):
-        """
-        Return the captured ``cudaGraph_t`` (an int) of ``run(image, outputs)``, or None.
-
-        None until ``run`` has captured that buffer set, without CUDA graphs,
-        or where PyTorch cannot keep the graph (``keep_graph``, PyTorch >= 2.7).
-        The engine adds it to graphs of its own (:mod:`xfeat_ros.gpu.graphs`);
-        it lives until :meth:`release` of ``image``.
-        """
-        binding = self._bindings.get(buffer_key(image, outputs))
-        return None if binding is None else binding.raw_graph
-
     def release(self, image):
         """Drop the views and graphs bound to ``image``'s buffer set."""
         ptr = int(image.data.ptr)
         for key in [k for k in self._bindings if k[0] == ptr]:
             del self._bindings[key]
-
-
-def _new_graph(torch):
-    """``(torch.cuda.CUDAGraph, kept)``: one that keeps its ``cudaGraph_t`` where possible."""
-    try:
-        return torch.cuda.CUDAGraph(keep_graph=True), True
-    except TypeError:  # PyTorch < 2.7
-        return torch.cuda.CUDAGraph(), False
 
 
 def create_gpu_backbone(backend, weights, gpu=0, **options):

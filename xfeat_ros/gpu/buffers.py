@@ -14,6 +14,7 @@ Device and pinned host buffers of the GPU engine.
   parallel pieces.
 """
 
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 import itertools
 import os
@@ -22,7 +23,6 @@ import numpy as np
 
 from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu import kernels, ops
-from xfeat_ros.gpu.graphs import GraphCache
 from xfeat_ros.gpu.ransac import alloc_epipolar_output
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 
@@ -160,7 +160,7 @@ class Workspace:
         self.reliability = cupy.empty((frames, 1, h, w), dtype=cupy.float32)
         self.feats_hwc = cupy.empty((frames, h, w, desc_dim), dtype=cupy.float32)
         self.detect = ops.alloc_detect_buffers(mh, mw, capacity, frames)
-        self.graphs = GraphCache()  # detection and group graphs (GpuEngine._run_batch)
+        self.graphs = OrderedDict()  # captured detection graphs, see GpuEngine._launch
 
     def grow_raw(self, nbytes, keep=0):
         """Make every frame's raw row hold ``nbytes``; the first ``keep`` rows move along."""

@@ -22,13 +22,6 @@ backbone call and one launch of each kernel::
     results: every array's rows -> one pinned block (the whole capacity of a
              slot still at work, no wait first) -> one synchronization -> NumPy
 
-A batch of the same slots, layouts and settings as one before (one camera
-and its few slots, frame after frame) runs through a graph of its own
-instead: its frame table is baked in, its keypoint counts go straight to
-the slots' pinned ``host_counts``, and with a PyTorch backbone (and NVIDIA's
-``cuda.bindings``) the decode and the backbone's graph are inside it, so the
-flush is one launch (:mod:`xfeat_ros.gpu.graphs`).
-
 A flush happens in ``synchronize()``, ``features()``/``matches()``/
 ``results()`` of a frame not yet flushed, when a batch reaches ``max_batch``
 frames, and before a slot still waiting in a batch or a queued match is
@@ -59,7 +52,6 @@ from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                    HostCopier, PinnedBuffer, TableRing, Workspace)
-from xfeat_ros.gpu.graphs import add_child_graph, child_graphs_supported, GraphCache
 from xfeat_ros.gpu.ransac import EpipolarRansac
 from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
@@ -69,6 +61,7 @@ LOG = logging.getLogger(__name__)
 
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
+MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
 MAX_BATCH = 32
 # The epipolar checks of a flush's matches run on this many side streams (branches of
 # the match graph), each with its own scratch: a check keeps 1-16 blocks busy, so
@@ -128,10 +121,7 @@ class GpuEngine:
         self.tensor_cores = bool(tensor_cores)
         self.epipolar = bool(epipolar)
         self._copier = HostCopier(copy_workers)
-        self._match_graphs = GraphCache()
-        # a batch whose slots come back runs as one graph of its own (see _run_group_graph),
-        # with the backbone's graph inside it where that can be done
-        self.nest_backbone = child_graphs_supported()
+        self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
@@ -207,7 +197,7 @@ class GpuEngine:
 
     def _launch(self, cache, key, enqueue):
         """
-        Run ``enqueue()`` on the stream, through a graph of ``cache`` when enabled.
+        Run ``enqueue()`` on the stream, through a cached CUDA graph when enabled.
 
         The graph of ``key`` is captured on first use (nothing runs during the
         capture) and launched; the key must name every buffer and argument the
@@ -216,7 +206,18 @@ class GpuEngine:
         if not self.graphs or self.profile:
             enqueue()
             return
-        cache.launch(key, self.stream, enqueue)
+        graph = cache.get(key)
+        if graph is None:
+            self.stream.begin_capture()
+            try:
+                enqueue()
+            finally:
+                graph = self.stream.end_capture()
+            cache[key] = graph
+            while len(cache) > MAX_GRAPHS:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
+        graph.launch(self.stream)
 
     def _mark(self, marks, name):
         if self.profile:
@@ -226,10 +227,11 @@ class GpuEngine:
 
     # -- batches --------------------------------------------------------------------------------
 
-    def _detect_describe(self, ws, frames, k, table):
+    def _detect_describe(self, ws, frames, k):
         """Enqueue heatmap -> NMS -> top-K -> descriptors of ``frames`` frames (capturable)."""
         stream = self.stream
         mh, mw = ws.model_hw
+        table = self._tables.device
         ops.heatmap_nms_score(ws.logits, ws.reliability, self.threshold, ws.detect, stream,
                               frames)
         ops.select_top_k(ws.detect, k, mw, table, stream, frames)
@@ -253,88 +255,23 @@ class GpuEngine:
                                   big_endian, ws.image[row], self.stream)
         self._mark(self.last_flush_marks, 'decode')
 
-    @staticmethod
-    def _table_rows(ws, batch):
-        """Return the batch's frame table: where each frame's results go, and its scales."""
-        mh, mw = ws.model_hw
-        return ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
-                                      w / mw, h / mh) for s, h, w, _, _, _ in batch])
-
-    def _group_key(self, ws, batch):
-        """Return the key of a batch's own graph: its slots, layouts, raw rows, settings."""
-        return ('group', self.top_k, self.threshold, int(ws.raw.data.ptr), ws.raw_stride,
-                tuple((slot.token,) + tuple(layout) for slot, *layout in batch))
-
-    def _run_group_graph(self, ws, batch, key):
-        """
-        Enqueue a batch through a graph of its own slots (a batch seen before).
-
-        The graph holds its own device frame table (written once, at capture)
-        and copies each frame's keypoint count into its slot's ``host_counts``,
-        so a replay needs no table upload and no count block. Where the
-        backbone can hand over its captured graph (PyTorch, with
-        ``cuda.bindings`` installed) the decode and the backbone are in it too,
-        and the batch is one launch after its uploads.
-        """
-        frames = len(batch)
-        k = self.top_k
-        image, outputs = ws.image[:frames], ws.outputs(frames)
-        graph_of = getattr(self.backbone, 'graph_of', None)
-        child = graph_of(image, outputs) if self.nest_backbone and graph_of else None
-        if child is None:
-            self._decode(ws, batch)
-            self.backbone.run(image, outputs, self.stream)
-        key = key + (child,)
-        table = None
-        if key not in ws.graphs:  # filled before the capture: an upload cannot be captured
-            table = ops.upload_table(self._table_rows(ws, batch), self.stream)
-
-        def enqueue():
-            if child is not None:
-                self._decode(ws, batch)
-                add_child_graph(self.stream, child)
-            self._detect_describe(ws, frames, k, table)
-            for f, (slot, *_) in enumerate(batch):
-                copy_async(slot.host_counts.ptr, ws.detect.counts.data.ptr + 4 * f, 4,
-                           self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
-        try:
-            ws.graphs.launch(key, self.stream, enqueue, keep=table)
-        except RuntimeError as exc:  # CuPy's CUDA errors too
-            if child is None:
-                raise
-            LOG.info('the backbone graph cannot be nested (%s); it is launched apart', exc)
-            self.nest_backbone = False
-            self._run_group_graph(ws, batch, key[:-1])
-            return
-        for slot, *_ in batch:
-            slot.count_ref = (slot.host_counts, 0)
-        self._batch_done(batch)
-
-    def _batch_done(self, batch):
-        for slot, *_ in batch:
-            slot.pending = False
-            slot.marks.extend(self.last_flush_marks)
-            slot.done.record(self.stream)
-
     def _run_batch(self, ws, batch):
         """Enqueue decode, backbone, detection and description of a batch."""
         cupy = self.cupy
         stream = self.stream
         frames = len(batch)
+        mh, mw = ws.model_hw
         k = self.top_k
-        if k > 0 and self.graphs and not self.profile:
-            key = self._group_key(ws, batch)
-            if ws.graphs.repeated(key):
-                self._run_group_graph(ws, batch, key)
-                return
         self._decode(ws, batch)
         self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
         self._mark(self.last_flush_marks, 'backbone')
         # the table is read from detection on: built while the backbone runs
-        self._tables.upload(self._table_rows(ws, batch), stream)
+        rows = ops.frame_table_rows([(s.count, s.keypoints, s.scores, s.descriptors,
+                                      w / mw, h / mh) for s, h, w, _, _, _ in batch])
+        self._tables.upload(rows, stream)
         if k > 0:
             self._launch(ws.graphs, (frames, k, self.threshold),
-                         lambda: self._detect_describe(ws, frames, k, self._tables.device))
+                         lambda: self._detect_describe(ws, frames, k))
         else:
             ops.memset_async(ws.detect.counts[:frames], 0, stream)
             for slot, *_ in batch:
@@ -349,7 +286,9 @@ class GpuEngine:
         self._in_flight.append((copied, counts))
         for f, (slot, *_) in enumerate(batch):
             slot.count_ref = (counts, f)
-        self._batch_done(batch)
+            slot.pending = False
+            slot.marks.extend(self.last_flush_marks)
+            slot.done.record(stream)
 
     def _match_pair(self, previous, slot, tensor_cores, branch=0):
         """

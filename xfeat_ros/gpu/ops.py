@@ -160,7 +160,7 @@ def frame_table_rows(frames):
     return rows
 
 
-def upload_table(rows, stream):
+def _upload_table(rows, stream):
     """Copy a host frame table to a new device array on ``stream`` (not capturable)."""
     with stream:
         return _cupy().asarray(rows)
@@ -309,7 +309,7 @@ def top_k(bufs, k, model_w, scale_w, scale_h, count_out, keypoints, scores, stre
     if k <= 0:
         memset_async(count_out, 0, stream)
         return
-    table = upload_table(frame_table_rows(
+    table = _upload_table(frame_table_rows(
         [(count_out, keypoints, scores, None, scale_w, scale_h)]), stream)
     select_top_k(bufs, k, model_w, table, stream, frames=1)
 
@@ -357,7 +357,7 @@ def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
     if bound <= 0:
         return
     device_count = count.array if isinstance(count, DeviceCount) else None
-    table = upload_table(frame_table_rows([(device_count, None, None, out, 1.0, 1.0)]), stream)
+    table = _upload_table(frame_table_rows([(device_count, None, None, out, 1.0, 1.0)]), stream)
     describe_frames(feats_hwc, model_hw, positions, table, bound, stream, frames=1)
 
 
