@@ -6,6 +6,7 @@ The device timeline of one group through the GPU engine: every kernel and copy, 
 Run on the GPU machine::
 
     python3 bench/device_timeline.py --shared .devshared --out timeline.json [--groups 1,8]
+    python3 bench/device_timeline.py --shared .devshared --groups 1 --pause-ms 33  # 30 Hz
 
 For each group size N the engine (shipped settings, CUDA graphs on) takes
 ``--rounds`` groups of N TUM 640x480 rgb8 frames through ``submit_group``
@@ -80,8 +81,12 @@ def short(name, width=70):
     return name if len(name) <= width else name[:width - 3] + '...'
 
 
-def run(engine, msgs, group, rounds, warmup):
-    """Profile ``rounds`` groups of ``group`` frames; return the summary of each group."""
+def run(engine, msgs, group, rounds, warmup, pause_s=PAUSE_S):
+    """
+    Profile ``rounds`` groups of ``group`` frames; return the summary of each group.
+
+    ``pause_s``: the host's idle time after each group (0.033: a 30 Hz camera).
+    """
     import torch
     sets = [[engine.alloc_slot() for _ in range(group)] for _ in range(2)]
     previous = None
@@ -94,7 +99,7 @@ def run(engine, msgs, group, rounds, warmup):
             engine.submit_group(batch, slots, previous=previous, chain=True)
             engine.results(slots)
             previous = slots[-1]
-            time.sleep(PAUSE_S)
+            time.sleep(pause_s)
 
     loop(warmup, 0)
     engine.synchronize()
@@ -106,7 +111,7 @@ def run(engine, msgs, group, rounds, warmup):
         path = Path(tmp) / 'trace.json'
         prof.export_chrome_trace(str(path))
         trace = json.loads(path.read_text())
-    groups = split_groups(trace_ops(trace, DEVICE_CATEGORIES), gap_us=0.5e6 * PAUSE_S)
+    groups = split_groups(trace_ops(trace, DEVICE_CATEGORIES), gap_us=0.5e6 * pause_s)
     calls = trace_ops(trace, ('cuda_runtime', 'cuda_driver'))
     out, since = [], float('-inf')
     for g in groups:
@@ -156,6 +161,10 @@ def main(argv=None):
     parser.add_argument('--groups', default='1,8')
     parser.add_argument('--rounds', type=int, default=30)
     parser.add_argument('--warmup', type=int, default=10)
+    parser.add_argument('--pause-ms', type=float, default=1e3 * PAUSE_S,
+                        help='host idle time after each group (33: a 30 Hz camera; default 2)')
+    parser.add_argument('--serial-heads', action='store_true',
+                        help='the backbone with parallel_heads=False (a straight-line graph)')
     parser.add_argument('--out', default='')
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format='%(name)s: %(message)s')
@@ -165,11 +174,13 @@ def main(argv=None):
     from xfeat_ros.gpu.engine import create_gpu_engine
 
     msgs, weights = shared_inputs(args.shared)
-    engine = create_gpu_engine('pytorch', weights, 0, 4096, 0.05, 0.82)
+    options = {'pytorch': {'parallel_heads': False}} if args.serial_heads else None
+    engine = create_gpu_engine('pytorch', weights, 0, 4096, 0.05, 0.82, options)
     results = {}
     for group in (int(g) for g in args.groups.split(',') if g):
         results[f'{group} frames'] = report(f'{group} frames per group',
-                                            run(engine, msgs, group, args.rounds, args.warmup))
+                                            run(engine, msgs, group, args.rounds, args.warmup,
+                                                args.pause_ms / 1e3))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + '\n')
     return 0

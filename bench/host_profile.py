@@ -31,6 +31,9 @@ def main(argv=None):
     parser.add_argument('--pace-ms', type=float, default=0.0,
                         help='idle this long between groups (33: a 30 Hz camera; 0: back to '
                              'back), so that caches, CPU and GPU clocks cool as in the node')
+    parser.add_argument('--serial-heads', action='store_true',
+                        help='the backbone with parallel_heads=False: one chain of kernels, '
+                             'so its CUDA graph is a straight line')
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     from xfeat_ros.gpu.factory import create_gpu_engine
@@ -38,7 +41,8 @@ def main(argv=None):
     from xfeat_ros.image_files import read_image
     paths = sorted(p for p in Path(args.images).iterdir() if p.suffix in ('.png', '.jpg'))
     msgs = [raw_image(*read_image(p)) for p in paths]
-    engine = create_gpu_engine('pytorch')
+    options = {'pytorch': {'parallel_heads': False}} if args.serial_heads else None
+    engine = create_gpu_engine('pytorch', options=options)
     slots = [engine.alloc_slot() for _ in range(2 * args.group)]
     import cupy
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -64,7 +68,8 @@ def main(argv=None):
             device.append(cupy.cuda.get_elapsed_time(start, end) / 1000.0)
     per = 1000.0 / args.group
     median = statistics.median
-    print(f'group {args.group}, paced {args.pace_ms:g} ms: per frame wall '
+    print(f'group {args.group}, paced {args.pace_ms:g} ms'
+          f'{", serial heads" if args.serial_heads else ""}: per frame wall '
           f'{median(walls) * per:.3f} ms, stage {median(stage) * per:.3f}, '
           f'enqueue {median(enqueue) * per:.3f}, '
           f'results (waits for the device) {median(fetch) * per:.3f}, device (upload to '
