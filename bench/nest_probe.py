@@ -41,20 +41,23 @@ def torch_graph(x, y):
     return graph
 
 
-def launch_inside(graph, xs, y):
+def run_captured(body, y, label, want):
+    """Capture ``body(stream)`` on a new CuPy stream, launch the graph, print y[0]."""
     stream = cupy.cuda.Stream(non_blocking=True)
     try:
         stream.begin_capture()
         try:
-            xs[:] = 3.0
-            cupy.cuda.runtime.graphLaunch(int(graph.raw_cuda_graph_exec()), stream.ptr)
+            body(stream)
         finally:
             outer = stream.end_capture()
+        y.fill_(0)
+        torch.cuda.synchronize()
         outer.launch(stream)
         stream.synchronize()
-        print('test 1 (graph launch inside a capture): OK, y =', float(y[0]), '(want 7)')
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        print('test 1 (graph launch inside a capture): failed:', exc)
+        print(f'{label}: OK, y = {float(y[0])} (want {want})')
+    except (RuntimeError, ImportError):  # CuPy's CUDA errors are RuntimeErrors
+        print(f'{label}: failed')
+        traceback.print_exc()
 
 
 def add_child_graph(stream, graph):
@@ -68,23 +71,20 @@ def add_child_graph(stream, graph):
         raise RuntimeError(f'child graph node: {info[0]!r} {error!r} {update[0]!r}')
 
 
+def launch_inside(graph, xs, y):
+    """Test 1: launch PyTorch's executable graph on the capturing stream."""
+    def body(stream):
+        xs[:] = 3.0
+        cupy.cuda.runtime.graphLaunch(int(graph.raw_cuda_graph_exec()), stream.ptr)
+    run_captured(body, y, 'test 1 (graph launch inside a capture)', 7)
+
+
 def child_node(graph, xs, y):
-    stream = cupy.cuda.Stream(non_blocking=True)
-    try:
-        stream.begin_capture()
-        try:
-            xs[:] = 5.0
-            add_child_graph(stream, int(graph.raw_cuda_graph()))
-        finally:
-            outer = stream.end_capture()
-        y.fill_(0)
-        torch.cuda.synchronize()
-        outer.launch(stream)
-        stream.synchronize()
-        print('test 2 (child graph node): OK, y =', float(y[0]), '(want 11)')
-    except (RuntimeError, ImportError):
-        print('test 2 (child graph node): failed')
-        traceback.print_exc()
+    """Test 2: add PyTorch's kept cudaGraph_t to the capture as a child node."""
+    def body(stream):
+        xs[:] = 5.0
+        add_child_graph(stream, int(graph.raw_cuda_graph()))
+    run_captured(body, y, 'test 2 (child graph node)', 11)
 
 
 def main():
