@@ -36,7 +36,7 @@ OUT="${OUT:-/tmp/xfeat_ab}"
 mkdir -p "${OUT}" /tmp/ab
 export PYTHONUNBUFFERED=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
 # shellcheck disable=SC1091
 source scripts/ros_env.sh
 export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"

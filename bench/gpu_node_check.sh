@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/xfeat_out}"
 mkdir -p "${OUT}"
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
 export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-$PWD/.devshared}"
 
 # The machine's python3 is itself a venv (with torch and cupy); a venv made

@@ -34,7 +34,7 @@ WEIGHTS="${DATA}/models/xfeat_backbone.npz"
 [[ -f "${WEIGHTS}" ]] || WEIGHTS="${PWD}/xfeat_ros/data/xfeat_backbone.npz"   # packaged copy
 export PYTHONUNBUFFERED=1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST   # DDS stays on the machine
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( $$ % 100 + 1 ))}"
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
 export XFEAT_ROS_WEIGHTS="${WEIGHTS}"
 exec > >(tee -a "${OUT}/run.log") 2>&1
 
