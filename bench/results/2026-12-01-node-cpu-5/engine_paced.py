@@ -6,7 +6,8 @@ Engine time of issue 10's CPU case in a hot loop and paced at 30 Hz, interleaved
 320x240 mono8 TUM frames, top_k 1024, ONNX Runtime with its default threads; per
 frame submit + match + synchronize + features (as the node's device stage). Rounds
 alternate hot (frames back to back) and paced (one frame every 1/30 s, the node's
-load at 1 x 30 Hz). Argument: rounds (default 3). Prints one JSON line per round.
+load at 1 x 30 Hz). Arguments: rounds (default 3), ONNX Runtime threads (default 0: its
+default; added 2026-12-02). Prints one JSON line per round.
 """
 
 import json
@@ -22,11 +23,12 @@ from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
 
 SHARED = Path(__file__).resolve().parents[4] / 'shared'
+THREADS = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 images = [cv2.resize(read_image(p)[0], (320, 240), interpolation=cv2.INTER_AREA)
           for _, p in list_sequence(str(SHARED / 'data' / 'tum_fr2_desk'))[:8]]
 msgs = [image_msg(cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None], 'mono8') for img in images]
 engine = create_engine(EngineConfig('onnxruntime', str(SHARED / 'models' / 'xfeat_backbone.npz'),
-                                    top_k=1024))
+                                    top_k=1024, num_threads=THREADS))
 slots = [engine.alloc_slot(), engine.alloc_slot()]
 engine.submit(msgs[0], slots[0])
 engine.synchronize()
