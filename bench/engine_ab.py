@@ -16,6 +16,8 @@ falls on all variants alike. Variants:
 * ``shipped``: the defaults;
 * ``wide_convs=off``: blocks 4 and 5 on cuDNN instead of ``backbone.cu``'s
   wide direct kernels;
+* ``fused_norm=off``: the input's instance norm by PyTorch's operators
+  (ten graph nodes) instead of ``backbone.cu``'s two kernels;
 * ``one_branch``: the epipolar checks of a flush's matches one after the
   other on one side stream (instead of on
   :data:`xfeat_ros.gpu.engine.EPIPOLAR_BRANCHES` streams side by side).
@@ -30,14 +32,15 @@ import sys
 
 LOG = logging.getLogger('engine_ab')
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ('shipped', 'wide_convs=off', 'one_branch')
+VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'one_branch')
+OPTIONS = {'wide_convs=off': {'wide_convs': False}, 'fused_norm=off': {'fused_norm': False}}
 
 
 def build(name, weights):
     """Return the engine of a variant (nothing captured yet)."""
     from xfeat_ros.gpu.backbone import TorchBackbone
     from xfeat_ros.gpu.engine import GpuEngine
-    options = {'wide_convs': False} if name == 'wide_convs=off' else {}
+    options = OPTIONS.get(name, {})
     engine = GpuEngine(TorchBackbone(weights, 0, **options), 0, 4096, 0.05, 0.82)
     if name == 'one_branch':
         engine._branches = engine._branches[:1]

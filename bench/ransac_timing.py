@@ -26,7 +26,9 @@ matches of a 3-D scene with 15% outliers. Per pair:
   host wall time of ``EpipolarRansac.fit`` (upload, launches, sync, download);
 * agreement of the inlier decisions: device vs OpenCV, device vs the NumPy
   reference, OpenCV vs itself on the matches in another order (how far two
-  OpenCV fits disagree), and inlier counts.
+  OpenCV fits disagree), and inlier counts;
+* ``--save-fits FILE``: the device's mask and model of every pair, so that
+  two versions of ``ransac.cu`` can be compared bit for bit.
 
 ``cpu_path`` (``--tracks-before``): the CPU path's ``next_tracks`` of this
 tree against an older ``tracks.py``, interleaved, outputs checked equal.
@@ -190,6 +192,7 @@ class DeviceBench:
             events[1].synchronize()
             graphed.append(cp.cuda.get_elapsed_time(events[0], events[1]))
         mask = self.out.mask.get()[:int(self.count.get()[0])].astype(bool)
+        self.fundamental = self.out.fundamental.get()
         return {'device_ms': statistics.median(direct), 'graph_ms': statistics.median(graphed),
                 'enqueue_host_ms': 1000.0 * statistics.median(host),
                 'graph_p90_ms': float(np.percentile(graphed, 90)),
@@ -223,7 +226,17 @@ def pair_report(p0, p1, reps, device, reference, loaded=None):
         if ref is not None:
             row['device_vs_reference'] = float((mask == ref.mask).mean())
         row['device_mask'] = mask
+        row['device_fundamental'] = device.fundamental
     return row
+
+
+def keep_fits(fits, key, row):
+    """Move the device's mask and model of a pair from ``row`` into ``fits`` (for --save-fits)."""
+    mask = row.pop('device_mask', None)
+    fundamental = row.pop('device_fundamental', None)
+    if mask is not None:
+        fits[f'{key}_mask'] = mask
+        fits[f'{key}_fundamental'] = fundamental
 
 
 def track_numbers(frames, matches, verify):
@@ -342,6 +355,8 @@ def main(argv=None):
                         help='skip the NumPy reference (0.4 s a pair)')
     parser.add_argument('--tracks-before', help='an older xfeat_ros/tracks.py: time the CPU '
                         "path's next_tracks against it (e.g. from git show BASE:xfeat_ros/...)")
+    parser.add_argument('--save-fits', help="npz of the device's masks and models per pair "
+                        '(to compare two versions of the kernels bit for bit)')
     parser.add_argument('--out', help='JSON results file')
     args = parser.parse_args(argv)
     try:
@@ -358,6 +373,7 @@ def main(argv=None):
             parser.exit(2, f'ransac_timing: no device ({reason}); use --cpu\n')
         device = DeviceBench()
     reference = not args.no_reference
+    fits = {}
     result = {'command': ' '.join([sys.executable] + sys.argv), 'versions': versions(),
               'bound': BOUND, 'threshold_px': THRESHOLD_PX, 'pairs': {}, 'tracks': {}}
     for name, _, _ in SEQUENCES:
@@ -367,7 +383,7 @@ def main(argv=None):
             p0, p1 = frames[i][m[:, 0]], frames[i + 1][m[:, 1]]
             row = pair_report(p0, p1, args.reps, device, reference,
                               (frames[i], frames[i + 1], m[:, 0], m[:, 1]))
-            row.pop('device_mask', None)
+            keep_fits(fits, f'{name}_{i + 1}', row)
             rows.append(row)
             print(name, i + 1, {k: (round(v, 4) if isinstance(v, float) else v)
                                 for k, v in row.items() if k != 'stages_ms'}, flush=True)
@@ -391,11 +407,13 @@ def main(argv=None):
         print('cpu path next_tracks', result['cpu_path'], flush=True)
     p0, p1 = synthetic_pair()
     row = pair_report(p0, p1, args.reps, device, reference)
-    row.pop('device_mask', None)
+    keep_fits(fits, 'synthetic_4096', row)
     result['synthetic_4096'] = row
     print('synthetic 4096', row, flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
+    if args.save_fits:
+        np.savez_compressed(args.save_fits, **fits)
     return 0
 
 

@@ -41,9 +41,27 @@
 //       memory. Grid (ceil(Ho * Wo / 32), COUT / WIDE_CO, B); the block's weights in
 //       shared memory as WIDE_CO / 4 float4 per (ci, ky, kx).
 //
+//   instance_stats(x [B, n], n, partial [B, INORM_PARTS, 2] float64)
+//       partial[f, b] = (sum, sum of squares) in double of frame f's chunk b, the values
+//       x[f, b * c .. min((b + 1) * c, n)) with c = ceil(n / INORM_PARTS): each thread sums
+//       its strided values in order, then warp shuffles, then warps in order (the same
+//       result on every run and for every batch size).
+//       Thread mapping: grid (INORM_PARTS, B), INORM_THREADS threads per block.
+//   instance_normalize(x [B, n], n, partial, eps, out [B, n])
+//       The instance norm of one-channel frames (InstanceNorm2d(1), biased variance):
+//       every block first adds frame f's INORM_PARTS partials in a fixed order (double);
+//       mean = (float)(sum / n), var = (float)((sq - 2 mean sum + n mean^2) / n), i.e.
+//       the mean of (x - mean)^2 about the float mean; then
+//       out = (x - mean) / sqrt(var + eps) with IEEE float subtraction, square root and
+//       division. Two launches instead of PyTorch's ten (reductions, elementwise kernels,
+//       memsets).
+//       Thread mapping: grid (ceil(n / (INORM_THREADS * INORM_ITEMS)), B), INORM_THREADS
+//       threads per block, each normalising INORM_ITEMS values strided by the block size.
+//
 // Macros injected by the loader: the launch shapes CONV_BX, CONV_BY (32 x 8),
-// CONV_CO (8), WIDE_CO (8) and WIDE_SPLIT (8), read by the Python launch from the
-// same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// CONV_CO (8), WIDE_CO (8), WIDE_SPLIT (8), INORM_PARTS (128), INORM_THREADS (256) and
+// INORM_ITEMS (4), read by the Python launch from the same place
+// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
 #if !defined(CONV_BX) || !defined(CONV_BY) || !defined(CONV_CO)
 #error "CONV_BX, CONV_BY and CONV_CO must be defined by the loader"
@@ -53,6 +71,12 @@
 #endif
 #if WIDE_CO % 4 != 0 || WIDE_SPLIT < 1 || WIDE_SPLIT > 32
 #error "WIDE_CO must be a multiple of 4 (float4 weights) and WIDE_SPLIT 1..32 warps"
+#endif
+#if !defined(INORM_PARTS) || !defined(INORM_THREADS) || !defined(INORM_ITEMS)
+#error "INORM_PARTS, INORM_THREADS and INORM_ITEMS must be defined by the loader"
+#endif
+#if INORM_THREADS % 32 != 0 || INORM_THREADS > 1024 || INORM_PARTS > INORM_THREADS
+#error "INORM_THREADS must be whole warps (<= 1024) and at least INORM_PARTS"
 #endif
 
 __device__ __forceinline__ void source_index(int dst, int in_size, float scale, int* i0,
@@ -268,3 +292,93 @@ CONV3X3_RELU_WIDE(conv3x3_relu_64x64, 64, 64, 1)
 CONV3X3_RELU_WIDE(conv3x3_relu_64x64_s2, 64, 64, 2)
 CONV3X3_RELU_WIDE(conv3x3_relu_64x128_s2, 64, 128, 2)
 CONV3X3_RELU_WIDE(conv3x3_relu_128x128, 128, 128, 1)
+
+// -- instance norm of the input ------------------------------------------------------------
+
+#define INORM_WARPS (INORM_THREADS / 32)
+
+__device__ __forceinline__ double warp_add(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+// (a, b) summed over the block, in warp order; the totals are valid in thread 0.
+__device__ __forceinline__ void block_add2(double* a, double* b, double (*red)[2])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const double wa = warp_add(*a), wb = warp_add(*b);
+    if (lane == 0) {
+        red[warp][0] = wa;
+        red[warp][1] = wb;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double ta = red[0][0], tb = red[0][1];
+        for (int w = 1; w < INORM_WARPS; ++w) {
+            ta = ta + red[w][0];
+            tb = tb + red[w][1];
+        }
+        *a = ta;
+        *b = tb;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(INORM_THREADS)
+instance_stats(const float* __restrict__ x, int n, double* __restrict__ partial)
+{
+    __shared__ double red[INORM_WARPS][2];
+    const int frame = blockIdx.y;
+    const int chunk = (n + INORM_PARTS - 1) / INORM_PARTS;
+    const long long begin = (long long)blockIdx.x * chunk;
+    const long long end = min(begin + chunk, (long long)n);
+    const float* xf = x + (long long)frame * n;
+    double sum = 0.0, sq = 0.0;
+    for (long long i = begin + threadIdx.x; i < end; i += INORM_THREADS) {
+        const double v = (double)__ldg(xf + i);
+        sum += v;
+        sq += v * v;
+    }
+    block_add2(&sum, &sq, red);
+    if (threadIdx.x == 0) {
+        double* p = partial + ((long long)frame * INORM_PARTS + blockIdx.x) * 2;
+        p[0] = sum;
+        p[1] = sq;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(INORM_THREADS)
+instance_normalize(const float* __restrict__ x, int n, const double* __restrict__ partial,
+                   float eps, float* __restrict__ out)
+{
+    __shared__ double red[INORM_WARPS][2];
+    __shared__ float stats[2];
+    const int frame = blockIdx.y;
+    const double* p = partial + (long long)frame * INORM_PARTS * 2;
+    double sum = 0.0, sq = 0.0;
+    if (threadIdx.x < INORM_PARTS) {
+        sum = p[2 * threadIdx.x];
+        sq = p[2 * threadIdx.x + 1];
+    }
+    block_add2(&sum, &sq, red);
+    if (threadIdx.x == 0) {
+        const double count = (double)n;
+        const float mean = (float)(sum / count);
+        const double m = (double)mean;
+        const double var = (sq - 2.0 * m * sum + count * m * m) / count;
+        stats[0] = mean;
+        stats[1] = __fsqrt_rn(__fadd_rn(var > 0.0 ? (float)var : 0.0f, eps));
+    }
+    __syncthreads();
+    const float mean = stats[0], scale = stats[1];
+    const float* xf = x + (long long)frame * n;
+    float* of = out + (long long)frame * n;
+    const long long base = (long long)blockIdx.x * INORM_THREADS * INORM_ITEMS + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < INORM_ITEMS; ++k) {
+        const long long i = base + (long long)k * INORM_THREADS;
+        if (i < n) {
+            of[i] = __fdiv_rn(__fsub_rn(__ldg(xf + i), mean), scale);
+        }
+    }
+}

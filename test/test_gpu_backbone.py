@@ -26,7 +26,7 @@ from xfeat_ros.image_files import read_image
 
 
 PLAIN = {'fused_relu': False, 'parallel_heads': False, 'fused_scales': False,
-         'direct_convs': 0, 'wide_convs': False}
+         'direct_convs': 0, 'wide_convs': False, 'fused_norm': False}
 WIDE_LAYERS = 6  # 3x3 layers of blocks 4 and 5
 ALL_WIDE = ('block2', 'block3', 'block4', 'block5', 'block_fusion')  # 12 3x3 layers
 
@@ -50,11 +50,12 @@ def run_backbone(cp, backbone, images):
                                      {**PLAIN, 'direct_convs': 4},
                                      {**PLAIN, 'wide_convs': True},
                                      {**PLAIN, 'wide_convs': ALL_WIDE},
+                                     {**PLAIN, 'fused_norm': True},
                                      {'direct_convs': 2},
                                      {'wide_convs': False},
                                      {'cudnn_benchmark': True}],
                          ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
-                              'direct_convs', 'wide_convs', 'wide_convs=all',
+                              'direct_convs', 'wide_convs', 'wide_convs=all', 'fused_norm',
                               'defaults+direct_convs=2',
                               'defaults-wide_convs', 'defaults+cudnn_benchmark'])
 @pytest.mark.parametrize('frames', [1, 3])
@@ -72,6 +73,7 @@ def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, fra
     wide = options.get('wide_convs', True)
     assert fast.wide_convs == (12 if wide == ALL_WIDE else WIDE_LAYERS if wide else 0)
     assert plain.wide_convs == 0
+    assert fast.fused_norm == options.get('fused_norm', True) and not plain.fused_norm
     for want, got in zip(run_backbone(cp, plain, images), run_backbone(cp, fast, images)):
         assert np.all(np.isfinite(got))
         scale = np.max(np.abs(want))
@@ -97,6 +99,34 @@ def test_fuse_scales_equals_interpolate_and_add(shape):
         got = launch_fuse_scales(kernel, x3, x4, x5, torch)
     torch.cuda.synchronize()
     np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=2e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('shape', [(1, 1, 480, 640), (3, 1, 37, 50), (2, 1, 8, 9),
+                                   (1, 1, 1, 1), (1, 1, 720, 1280)])
+def test_fused_instance_norm_equals_torch(shape):
+    """backbone.cu's two-launch instance norm against F.instance_norm on the same frames."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+    from xfeat_ros.gpu.backbone_kernels import launch_instance_norm
+    from xfeat_ros.network_onnx import BN_EPS
+    module = kernels.backbone_module(0)
+    stats = ops.function(module, 'instance_stats')
+    normalize = ops.function(module, 'instance_normalize')
+    gen = torch.Generator(device='cuda').manual_seed(shape[-1])
+    # images in [0, 1] with a per-frame offset and contrast, as grey inputs are
+    x = torch.rand(shape, device='cuda', generator=gen)
+    x = x * torch.linspace(0.2, 1.0, shape[0], device='cuda').view(-1, 1, 1, 1) + 0.05
+    want = F.instance_norm(x.double(), eps=BN_EPS).float()
+    got = launch_instance_norm(stats, normalize, x, BN_EPS, torch)
+    again = launch_instance_norm(stats, normalize, x, BN_EPS, torch)
+    alone = launch_instance_norm(stats, normalize, x[-1:], BN_EPS, torch)
+    torch.cuda.synchronize()
+    assert got.shape == x.shape and got.dtype == torch.float32
+    # float rounding of the centred value and the division; |out| is a few units at most
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=0, atol=4e-6)
+    assert torch.equal(got, again)  # fixed reduction order: bitwise repeatable
+    assert torch.equal(got[-1:], alone)  # and the same frame alone or in a batch
 
 
 def conv_against_cudnn(name, launch, cin, cout, stride, shape, atol):

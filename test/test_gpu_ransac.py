@@ -334,6 +334,26 @@ def test_gpu_device_count_indices_and_few_matches(check, cp):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize('matches', [300, 4096, 9000])
+def test_gpu_refine_gathered_and_direct_points_agree(check, cp, monkeypatch, matches):
+    """The refinement with its points in shared memory equals the one reading them directly."""
+    from xfeat_ros.gpu import kernels
+    from xfeat_ros.gpu.ransac import refine_shared_bytes
+    p0, p1, _, _ = scene(matches, outliers=matches // 10, seed=5)
+    gathered = check.fit(p0, p1)
+    assert (refine_shared_bytes(matches) > 0) == (matches <= kernels.RANSAC_REFINE_SHARED_POINTS)
+    monkeypatch.setattr(kernels, 'RANSAC_REFINE_SHARED_POINTS', 0)
+    assert refine_shared_bytes(matches) == 0
+    direct = check.fit(p0, p1)
+    np.testing.assert_array_equal(gathered.mask, direct.mask)
+    np.testing.assert_array_equal(gathered.fundamental, direct.fundamental)
+    assert gathered.count == direct.count >= 0.85 * matches
+    reference = ransac.ransac_fundamental(p0, p1, check.threshold_px, check.samples)
+    assert (gathered.mask == reference.mask).mean() >= MASK_AGREEMENT
+    assert abs(gathered.count - reference.count) <= 0.005 * matches + 1
+
+
+@pytest.mark.gpu
 def test_gpu_graph_capture_and_determinism(check, cp):
     from xfeat_ros.gpu.ops import DeviceCount
     from xfeat_ros.gpu.ransac import alloc_epipolar_output

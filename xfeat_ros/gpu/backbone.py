@@ -33,7 +33,8 @@ import numpy as np
 from xfeat_ros.engine import GPU_BACKENDS  # the one list of backends
 from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu.backbone_kernels import (launch_fuse_scales, raw_graph_launcher,
-                                            use_direct_convs, use_wide_convs, WIDE_BLOCKS)
+                                            use_direct_convs, use_fused_norm, use_wide_convs,
+                                            WIDE_BLOCKS)
 
 LOG = logging.getLogger(__name__)
 
@@ -238,8 +239,10 @@ class TorchBackbone:
     8 -> 24 / 2 channels; 0 to 4) with ``backbone.cu``'s direct FP32
     convolutions instead of cuDNN (:func:`use_direct_convs`); ``wide_convs``
     runs the 3x3 layers of blocks 4 and 5 with the wide direct kernels
-    (:func:`use_wide_convs`; a tuple of block names picks others). The last
-    four need ``fold=True`` (and CuPy, else they are left off) and FP32.
+    (:func:`use_wide_convs`; a tuple of block names picks others);
+    ``fused_norm`` runs the input's instance norm as two ``backbone.cu``
+    launches (:func:`use_fused_norm`) instead of PyTorch's ten. The last
+    five need ``fold=True`` (and CuPy, else they are left off) and FP32.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -252,7 +255,7 @@ class TorchBackbone:
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
                  cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
                  parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS,
-                 wide_convs=True):
+                 wide_convs=True, fused_norm=True):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -294,6 +297,14 @@ class TorchBackbone:
                 self.wide_convs = use_wide_convs(self.net, int(gpu), torch, blocks)
             except (ImportError, BackendError) as exc:
                 LOG.info('wide direct convolutions off (%s)', exc)
+        self.fused_norm = False
+        if fused_norm and fold and not channels_last and precision == 'fp32':
+            from xfeat_ros.network_onnx import BN_EPS
+            try:
+                use_fused_norm(self.net, int(gpu), torch, BN_EPS)
+                self.fused_norm = True
+            except (ImportError, BackendError) as exc:
+                LOG.info('fused instance norm off (%s)', exc)
         self._bindings = {}
         self._streams = {}
         self._pool = None  # graph memory pool shared by every captured batch/input size

@@ -11,6 +11,8 @@ The PyTorch backbone's own kernels and launches (``kernels/backbone.cu``), on Py
 * :func:`launch_conv3x3_relu_wide` / :func:`use_wide_convs` - the same for
   the 3x3 layers of blocks 2-5 and the fusion block (small maps; used on
   blocks 4 and 5 by default);
+* :func:`launch_instance_norm` / :func:`use_fused_norm` - the input's
+  instance norm in two launches (PyTorch's mean / variance take ten);
 * :func:`raw_graph_launcher` - a captured graph launched without PyTorch.
 
 Every launch goes to PyTorch's current stream, so it is captured when a
@@ -19,7 +21,8 @@ CUDA graph capture is under way; outputs come from PyTorch's allocator.
 
 import numpy as np
 
-from xfeat_ros.gpu.kernels import (CONV_BLOCK, CONV_CO, WIDE_CO,  # injected into backbone.cu
+from xfeat_ros.gpu.kernels import (CONV_BLOCK, CONV_CO,  # injected into backbone.cu
+                                   INORM_ITEMS, INORM_PARTS, INORM_THREADS, WIDE_CO,
                                    WIDE_SPLIT)
 
 FUSE_THREADS = 256
@@ -210,6 +213,50 @@ def use_wide_convs(net, gpu, torch, blocks=WIDE_BLOCKS):
     layers = [layer for block in blocks for layer in getattr(net, block)
               if isinstance(layer, BasicLayer)]
     return _replace_convs(layers, WIDE_CONVS, launch_conv3x3_relu_wide, gpu, torch)
+
+
+def launch_instance_norm(stats, normalize, x, eps, torch):
+    """
+    ``(x - mean) / sqrt(var + eps)`` per frame of ``x`` [B, 1, H, W] float32 CUDA.
+
+    ``backbone.cu``'s ``instance_stats`` (partial sums, double) then
+    ``instance_normalize``, on PyTorch's current stream; the partial sums and
+    the output come from PyTorch's allocator (the graph's pool in a capture).
+    """
+    x = x.contiguous()
+    frames = x.shape[0]
+    n = x[0].numel()
+    partial = torch.empty((frames, INORM_PARTS, 2), device=x.device, dtype=torch.float64)
+    out = torch.empty_like(x)
+    per_block = INORM_THREADS * INORM_ITEMS
+    with _current_cupy_stream(torch):
+        stats((INORM_PARTS, frames), (INORM_THREADS,),
+              (np.uint64(x.data_ptr()), np.int32(n), np.uint64(partial.data_ptr())))
+        normalize((-(-n // per_block), frames), (INORM_THREADS,),
+                  (np.uint64(x.data_ptr()), np.int32(n), np.uint64(partial.data_ptr()),
+                   np.float32(eps), np.uint64(out.data_ptr())))
+    return out
+
+
+def use_fused_norm(net, gpu, torch, eps):
+    """
+    Run ``net.norm`` (the one-channel input's instance norm) with ``backbone.cu``.
+
+    Same maths as :func:`xfeat_ros.gpu.backbone.fold_for_inference`'s module
+    (biased variance, ``eps`` inside the square root), another summation
+    order (double partial sums); two launches instead of ten.
+    """
+    from xfeat_ros.gpu import kernels, ops
+    module = kernels.backbone_module(gpu)
+    stats = ops.function(module, 'instance_stats')
+    normalize = ops.function(module, 'instance_normalize')
+
+    class _FusedInstanceNorm(torch.nn.Module):
+        def forward(self, x):
+            return launch_instance_norm(stats, normalize, x, eps, torch)
+
+    net.norm = _FusedInstanceNorm()
+    return net
 
 
 def raw_graph_launcher(graph):

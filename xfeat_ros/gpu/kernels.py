@@ -43,7 +43,8 @@ ENTRY_POINTS = {
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
                     'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2', 'conv3x3_relu_24x24',
                     'conv3x3_relu_24x64_s2', 'conv3x3_relu_64x64', 'conv3x3_relu_64x64_s2',
-                    'conv3x3_relu_64x128_s2', 'conv3x3_relu_128x128'),
+                    'conv3x3_relu_64x128_s2', 'conv3x3_relu_128x128', 'instance_stats',
+                    'instance_normalize'),
 }
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
@@ -60,6 +61,9 @@ CONV_BLOCK = (32, 8)        # backbone.cu conv3x3_*: CONV_BX x CONV_BY pixels pe
 CONV_CO = 8                 # backbone.cu conv3x3_*: output channels per thread
 WIDE_CO = 8                 # backbone.cu conv3x3_relu_wide: output channels per block
 WIDE_SPLIT = 8              # backbone.cu conv3x3_relu_wide: warps splitting the input channels
+INORM_PARTS = 128           # backbone.cu instance_stats: partial sums (blocks) per frame
+INORM_THREADS = 256         # backbone.cu instance_stats / instance_normalize: threads per block
+INORM_ITEMS = 4             # backbone.cu instance_normalize: values per thread
 NMS_BLOCK = (32, 8)         # detect.cu nms_score: NMS_BX x NMS_BY threads per block
 RADIX_BITS = 16             # detect.cu: bits of one radix digit of the 64-bit top-K keys
 SELECT_THREADS = 1024       # detect.cu radix_select: threads of its one block per frame
@@ -75,6 +79,7 @@ TC_THREADS = 256            # match.cu mnn_approx_tc / mnn_refine_tc: threads pe
 RANSAC_SCORE_MODELS = 16    # ransac.cu ransac_score: models per block
 RANSAC_SCORE_THREADS = 256  # ransac.cu ransac_score: threads per block
 RANSAC_REFINE_THREADS = 256  # ransac.cu ransac_refine: threads of its one block
+RANSAC_REFINE_SHARED_POINTS = 8192  # ransac.cu ransac_refine: most matches in shared memory
 RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (not injected)
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
@@ -87,7 +92,9 @@ LAUNCH_DEFINES = {
     'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS),
                   ('REFINE_THREADS', RANSAC_REFINE_THREADS)),
     'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO),
-                    ('WIDE_CO', WIDE_CO), ('WIDE_SPLIT', WIDE_SPLIT)),
+                    ('WIDE_CO', WIDE_CO), ('WIDE_SPLIT', WIDE_SPLIT),
+                    ('INORM_PARTS', INORM_PARTS), ('INORM_THREADS', INORM_THREADS),
+                    ('INORM_ITEMS', INORM_ITEMS)),
 }
 
 

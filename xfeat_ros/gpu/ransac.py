@@ -75,6 +75,11 @@ def _check_index(index, bound, label):
     return index
 
 
+def refine_shared_bytes(bound):
+    """Dynamic shared memory of ``ransac_refine`` for ``bound`` matches (0: not gathered)."""
+    return 16 * int(bound) if 0 < bound <= kernels.RANSAC_REFINE_SHARED_POINTS else 0
+
+
 class EpipolarRansac:
     """
     Device RANSAC fundamental-matrix check of matches (one stream, no sync).
@@ -99,6 +104,9 @@ class EpipolarRansac:
         module = kernels.ransac_module(ops._device_id())
         self._functions = [ops.function(module, name)
                            for name in kernels.ENTRY_POINTS['ransac.cu']]
+        # the refinement gathers up to RANSAC_REFINE_SHARED_POINTS matches in shared memory
+        self._functions[2].max_dynamic_shared_size_bytes = refine_shared_bytes(
+            kernels.RANSAC_REFINE_SHARED_POINTS)
         self._host_out = None
 
     def enqueue(self, keypoints0, keypoints1, count, out, stream, idx0=None, idx1=None):
@@ -141,9 +149,11 @@ class EpipolarRansac:
         common = (keypoints0, i0, keypoints1, i1, count_ptr, np.int32(bound))
         threshold = np.float32(self.threshold_px)
 
-        def launch(kernel, grid, block, args):
+        def launch(kernel, grid, block, args, shared=0):
             with stream:
-                kernel(grid, block, common + args)
+                kernel(grid, block, common + args, shared_mem=shared)
+
+        shared = refine_shared_bytes(bound)
 
         return [
             ('hypotheses', lambda: launch(
@@ -157,7 +167,8 @@ class EpipolarRansac:
             ('refine', lambda: launch(
                 refine, (1,), (kernels.RANSAC_REFINE_THREADS,),
                 (self.models, self.scores, np.int32(self.num_models),
-                 np.float64(self.threshold_px), out.mask, out.inliers, out.fundamental))),
+                 np.float64(self.threshold_px), np.int32(shared > 0), out.mask, out.inliers,
+                 out.fundamental), shared)),
         ]
 
     def enqueue_matches(self, keypoints0, keypoints1, matches, out, stream):

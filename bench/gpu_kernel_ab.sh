@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# A change to kernels/ or xfeat_ros/gpu/ on the GPU machine, checked and timed against a base
+# tree in .base/ in one call (the device tool; carry .devshared and .base). .base is
+#   git archive <commit> xfeat_ros kernels config $(git ls-tree --name-only <commit> bench/ \
+#     | grep '\.py$\|\.sh$') | tar -x -C .base      (its weights come from this tree)
+# SECTIONS (default "tests ransac engine"; also "timeline" and "host"):
+#   tests     the GPU suite and the NVRTC compile test (bench/gpu_check.sh tests), then
+#             test/test_gpu_ransac.py
+#   ransac    bench/ransac_timing.py on $XFEAT_ROS_SHARED/matches.npz (its --save-matches),
+#             base then new; the device's masks and models of every pair compared bit for
+#             bit (ransac_fits.txt)
+#   engine    bench/engine_ab.py, variants ENGINE_VARIANTS (default shipped,fused_norm=off),
+#             groups 1 and 8, 3 rounds, interleaved in one process (this tree)
+#   timeline  bench/device_timeline.py, one frame paced 33 ms, base then new
+#   host      bench/gpu_host_ab.sh (ROUNDS, PACES, SIZES, FRAMES as there)
+# Everything lands in $OUT; one summary line per step in $OUT/steps.txt.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT="${OUT:-/tmp/xfeat_kernel_ab}"
+mkdir -p "${OUT}"
+export PYTHONUNBUFFERED=1
+export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-${PWD}/.devshared}"
+SHARED="${XFEAT_ROS_SHARED}"
+[[ -d .base/xfeat_ros ]] || { echo "gpu_kernel_ab: no .base/xfeat_ros (see the header)"; exit 2; }
+mkdir -p .base/xfeat_ros/data
+cp -n xfeat_ros/data/xfeat_backbone.npz .base/xfeat_ros/data/ 2>/dev/null
+[[ -e .base/test ]] || ln -s ../test .base/test
+rc=0
+
+step() {  # step NAME LOG COMMAND...: run, keep the log, note rc and seconds
+  local name=$1 log=$2 start=${SECONDS} status
+  shift 2
+  "$@" > "${OUT}/${log}" 2>&1
+  status=$?
+  echo "${name}: rc=${status} $((SECONDS - start)) s, $(tail -n 1 "${OUT}/${log}")" \
+    | tee -a "${OUT}/steps.txt"
+  [[ ${status} -ne 0 ]] && rc=${status}
+  return 0
+}
+
+for section in ${SECTIONS:-tests ransac engine}; do
+  case ${section} in
+    tests)
+      step gpu_suite gpu_check.log env OUT="${OUT}/check" timeout 300 bash bench/gpu_check.sh tests
+      step gpu_ransac_tests gpu_ransac.log env PYTHONPATH="${PWD}" timeout 200 \
+        python3 -m pytest -q -rs -p no:cacheprovider test/test_gpu_ransac.py
+      ;;
+    ransac)
+      for arm in base new; do
+        tree="${PWD}"
+        [[ ${arm} == base ]] && tree="${PWD}/.base"
+        step "ransac_${arm}" "ransac_${arm}.log" env PYTHONPATH="${tree}" timeout 240 \
+          python3 bench/ransac_timing.py --shared "${SHARED}" --matches "${SHARED}/matches.npz" \
+          --no-reference --reps 30 --out "${OUT}/ransac_${arm}.json" \
+          --save-fits "${OUT}/fits_${arm}.npz"
+      done
+      step ransac_fits ransac_fits.txt python3 -c '
+import sys
+import numpy as np
+base, new = np.load(sys.argv[1]), np.load(sys.argv[2])
+keys = sorted(base.files)
+same = [k for k in keys if k in new.files and np.array_equal(base[k], new[k], equal_nan=True)]
+for k in keys:
+    if k not in same:
+        print("differs:", k)
+print(f"{len(same)} of {len(keys)} arrays equal bit for bit ({len(new.files)} in new)")
+sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
+' "${OUT}/fits_base.npz" "${OUT}/fits_new.npz"
+      ;;
+    engine)
+      step engine_ab engine_ab.log timeout 400 python3 bench/engine_ab.py --shared "${SHARED}" \
+        --variants "${ENGINE_VARIANTS:-shipped,fused_norm=off}" --groups 1,8 --rounds 3 \
+        --out "${OUT}/engine_ab.json"
+      ;;
+    timeline)
+      for arm in base new; do
+        script=bench/device_timeline.py
+        [[ ${arm} == base ]] && script=.base/bench/device_timeline.py
+        step "timeline_${arm}" "timeline_${arm}.log" timeout 200 python3 "${script}" \
+          --shared "${SHARED}" --groups 1 --pause-ms 33 --out "${OUT}/timeline_${arm}.json"
+      done
+      ;;
+    host)
+      step host_ab host_ab.log env OUT="${OUT}" bash bench/gpu_host_ab.sh
+      ;;
+    *)
+      echo "gpu_kernel_ab: unknown section ${section}"
+      exit 2
+      ;;
+  esac
+done
+echo "gpu_kernel_ab: rc=${rc}"
+exit "${rc}"
