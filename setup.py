@@ -19,7 +19,7 @@ setup(
         (f'share/{PACKAGE}', ['package.xml']),
         (f'share/{PACKAGE}/launch', glob('launch/*.launch.py')),
         (f'share/{PACKAGE}/config', glob('config/*.yaml') + glob('config/*.xml')),
-        (f'share/{PACKAGE}/kernels', glob('kernels/*.cu')),
+        (f'share/{PACKAGE}/kernels', glob('kernels/*.cu') + glob('kernels/*.cuh')),
     ],
     install_requires=['setuptools', 'numpy', 'onnx', 'onnxruntime'],
     # The CPU path needs none of the GPU packages; `make setup-gpu` installs them.

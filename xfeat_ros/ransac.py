@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-RANSAC fundamental-matrix check of matches: the host reference of ``kernels/ransac.cu``.
+RANSAC fundamental-matrix check of matches: the host reference of ``kernels/ransac*.cu``.
 
 The algorithm the GPU runs, written with NumPy in the same operation order
 (double precision for the solvers, float32 for scoring all hypotheses), so the

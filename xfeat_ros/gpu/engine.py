@@ -139,7 +139,8 @@ class GpuEngine:
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
-                           'ransac.cu': kernels.ransac_module(self.gpu)}
+                           'ransac.cu': kernels.ransac_module(self.gpu),
+                           'ransac_refine.cu': kernels.refine_module(self.gpu)}
                 for filename, module in modules.items():  # look up outside any graph capture
                     for entry in kernels.ENTRY_POINTS[filename]:
                         ops.function(module, entry)

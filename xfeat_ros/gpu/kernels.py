@@ -39,13 +39,16 @@ ENTRY_POINTS = {
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
     'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
-    'ransac.cu': ('ransac_hypotheses', 'ransac_score', 'ransac_refine'),
+    'ransac.cu': ('ransac_hypotheses', 'ransac_score'),
+    'ransac_refine.cu': ('ransac_refine',),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
                     'conv3x3_relu_8x8', 'conv3x3_relu_8x24_s2', 'conv3x3_relu_24x24',
                     'conv3x3_relu_24x64_s2', 'conv3x3_relu_64x64', 'conv3x3_relu_64x64_s2',
                     'conv3x3_relu_64x128_s2', 'conv3x3_relu_128x128', 'instance_stats',
                     'instance_normalize'),
 }
+# Device helpers shared by kernel files: file -> the headers the loader puts before it.
+HEADERS = {'ransac.cu': ('epipolar.cuh',), 'ransac_refine.cu': ('epipolar.cuh',)}
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
 FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
@@ -78,8 +81,8 @@ COLLECT_THREADS = 1024      # match.cu mnn_collect: threads of its one block
 TC_THREADS = 256            # match.cu mnn_approx_tc / mnn_refine_tc: threads per tile
 RANSAC_SCORE_MODELS = 16    # ransac.cu ransac_score: models per block
 RANSAC_SCORE_THREADS = 256  # ransac.cu ransac_score: threads per block
-RANSAC_REFINE_THREADS = 256  # ransac.cu ransac_refine: threads of its one block
-RANSAC_REFINE_SHARED_POINTS = 8192  # ransac.cu ransac_refine: most matches in shared memory
+RANSAC_REFINE_THREADS = 256  # ransac_refine.cu: threads of its one block
+RANSAC_REFINE_SHARED_POINTS = 8192  # ransac_refine.cu: most matches in shared memory
 RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (not injected)
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
@@ -89,8 +92,8 @@ LAUNCH_DEFINES = {
     'describe.cu': (('NORM_PIXELS', NORM_PIXELS), ('NORM_THREADS', NORM_THREADS)),
     'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
                  ('COLLECT_THREADS', COLLECT_THREADS), ('TC_THREADS', TC_THREADS)),
-    'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS),
-                  ('REFINE_THREADS', RANSAC_REFINE_THREADS)),
+    'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS)),
+    'ransac_refine.cu': (('REFINE_THREADS', RANSAC_REFINE_THREADS),),
     'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO),
                     ('WIDE_CO', WIDE_CO), ('WIDE_SPLIT', WIDE_SPLIT),
                     ('INORM_PARTS', INORM_PARTS), ('INORM_THREADS', INORM_THREADS),
@@ -107,8 +110,10 @@ class KernelVariant:
     options: tuple = BASE_OPTIONS
 
     def source(self):
-        """Full source text: ``#define`` preamble + the file's contents."""
-        return preamble(self.defines) + read_kernel(self.filename)
+        """Full source text: ``#define`` preamble + the file's headers + the file's contents."""
+        headers = ''.join(read_kernel(name) + '#line 1\n'
+                          for name in HEADERS.get(self.filename, ()))
+        return preamble(self.defines) + headers + read_kernel(self.filename)
 
 
 def preamble(defines):
@@ -144,7 +149,8 @@ def kernel_dir():
     """
     tried = []
     for folder in _candidate_dirs():
-        if all((folder / name).is_file() for name in ENTRY_POINTS):
+        needed = set(ENTRY_POINTS).union(*HEADERS.values())
+        if all((folder / name).is_file() for name in needed):
             return folder
         tried.append(str(folder))
     raise BackendError(f'CUDA kernel sources not found (looked in {", ".join(tried)})')
@@ -189,16 +195,22 @@ def match_variant(desc_dim):
 
 
 def ransac_variant():
-    """RANSAC fundamental-matrix check (constants of :mod:`xfeat_ros.ransac`)."""
+    """RANSAC hypotheses and their scores (constants of :mod:`xfeat_ros.ransac`)."""
     constants = (('MIN_MATCHES', ransac.MIN_MATCHES), ('SAMPLE_SIZE', ransac.SAMPLE_SIZE),
                  ('MODELS_PER_SAMPLE', ransac.MODELS_PER_SAMPLE),
                  ('MAX_DRAWS', ransac.MAX_DRAWS), ('PIVOT_EPS', repr(ransac.PIVOT_EPS)),
-                 ('CUBIC_EPS', repr(ransac.CUBIC_EPS)), ('NEWTON_STEPS', ransac.NEWTON_STEPS),
-                 ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
+                 ('CUBIC_EPS', repr(ransac.CUBIC_EPS)), ('NEWTON_STEPS', ransac.NEWTON_STEPS))
+    return KernelVariant('ransac.cu', constants + LAUNCH_DEFINES['ransac.cu'], EXACT_OPTIONS)
+
+
+def refine_variant():
+    """RANSAC refinement of the best model (constants of :mod:`xfeat_ros.ransac`)."""
+    constants = (('MIN_MATCHES', ransac.MIN_MATCHES), ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
                  ('INVERSE_ITERATIONS', ransac.INVERSE_ITERATIONS),
                  ('CHOLESKY_SHIFT', repr(ransac.CHOLESKY_SHIFT)),
                  ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS))
-    return KernelVariant('ransac.cu', constants + LAUNCH_DEFINES['ransac.cu'], EXACT_OPTIONS)
+    return KernelVariant('ransac_refine.cu', constants + LAUNCH_DEFINES['ransac_refine.cu'],
+                         EXACT_OPTIONS)
 
 
 def backbone_variant():
@@ -209,7 +221,8 @@ def backbone_variant():
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
     return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
-            + [match_variant(width) for width in MATCH_WIDTHS] + [ransac_variant()])
+            + [match_variant(width) for width in MATCH_WIDTHS]
+            + [ransac_variant(), refine_variant()])
 
 
 def _raw_module(variant, device_id):
@@ -251,6 +264,12 @@ def match_module(desc_dim, device_id=0):
 def ransac_module(device_id=0):
     """Compiled ``ransac.cu`` on a device (memoized)."""
     return _raw_module(ransac_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def refine_module(device_id=0):
+    """Compiled ``ransac_refine.cu`` on a device (memoized)."""
+    return _raw_module(refine_variant(), device_id)
 
 
 def backbone_module(device_id=0):

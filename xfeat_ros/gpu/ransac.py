@@ -3,7 +3,8 @@
 """
 The track epipolar check on the device: RANSAC fundamental matrix, all hypotheses at once.
 
-:class:`EpipolarRansac` enqueues ``kernels/ransac.cu`` (the algorithm of
+:class:`EpipolarRansac` enqueues ``kernels/ransac.cu`` and
+``kernels/ransac_refine.cu`` (the algorithm of
 :mod:`xfeat_ros.ransac`, its host reference) on a stream: seeded 7-point
 hypotheses solved in parallel, every model scored against every match, the
 best refined. Nothing synchronizes and no count travels to the host: the
@@ -101,9 +102,10 @@ class EpipolarRansac:
         self.num_models = self.samples * ransac.MODELS_PER_SAMPLE
         self.models = cp.empty(self.num_models * 9, dtype=cp.float32)
         self.scores = cp.empty(self.num_models, dtype=cp.int32)
-        module = kernels.ransac_module(ops._device_id())
-        self._functions = [ops.function(module, name)
-                           for name in kernels.ENTRY_POINTS['ransac.cu']]
+        device = ops._device_id()
+        self._functions = [ops.function(kernels.ransac_module(device), 'ransac_hypotheses'),
+                           ops.function(kernels.ransac_module(device), 'ransac_score'),
+                           ops.function(kernels.refine_module(device), 'ransac_refine')]
         # the refinement gathers up to RANSAC_REFINE_SHARED_POINTS matches in shared memory
         self._functions[2].max_dynamic_shared_size_bytes = refine_shared_bytes(
             kernels.RANSAC_REFINE_SHARED_POINTS)
