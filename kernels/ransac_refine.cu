@@ -50,16 +50,21 @@ __device__ __forceinline__ double warp_sum(double v)
     return v;
 }
 
-// Sum acc[0..terms) over the block into out[0..terms) (fixed order: deterministic).
-__device__ void block_sums(const double* acc, int terms, double (*red)[ATA_TERMS], double* out)
+// Sum acc[0..TERMS) over the block into out[0..TERMS) (fixed order: deterministic). A
+// template, so that the accumulators stay in registers (a pointer would put them on the
+// stack, every += a local load and store).
+template <int TERMS>
+__device__ __forceinline__ void block_sums(const double (&acc)[TERMS], double (*red)[ATA_TERMS],
+                                           double* out)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int k = 0; k < terms; ++k) {
+#pragma unroll
+    for (int k = 0; k < TERMS; ++k) {
         const double v = warp_sum(acc[k]);
         if (lane == 0) red[warp][k] = v;
     }
     __syncthreads();
-    if (threadIdx.x < terms) {
+    if (threadIdx.x < TERMS) {
         double total = red[0][threadIdx.x];
         for (int w = 1; w < REFINE_WARPS; ++w) total = total + red[w][threadIdx.x];
         out[threadIdx.x] = total;
@@ -115,23 +120,27 @@ __device__ void jacobi_smallest(double a[3][3], double* out)
     double v[3][3] = {{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 0.0, 1.0}};
     const int ps[3] = {0, 0, 1}, qs[3] = {1, 2, 2};
     for (int sweep = 0; sweep < JACOBI_SWEEPS; ++sweep) {
-        for (int e = 0; e < 3; ++e) {
+#pragma unroll
+        for (int e = 0; e < 3; ++e) {  // unrolled: constant indices, a and v in registers
             const int p = ps[e], q = qs[e];
             if (a[p][q] == 0.0) continue;
             const double theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
             const double t = copysign(1.0, theta) / (fabs(theta) + sqrt(theta * theta + 1.0));
             const double c = 1.0 / sqrt(t * t + 1.0);
             const double s = t * c;
+#pragma unroll
             for (int k = 0; k < 3; ++k) {
                 const double akp = a[k][p], akq = a[k][q];
                 a[k][p] = c * akp - s * akq;
                 a[k][q] = s * akp + c * akq;
             }
+#pragma unroll
             for (int k = 0; k < 3; ++k) {
                 const double apk = a[p][k], aqk = a[q][k];
                 a[p][k] = c * apk - s * aqk;
                 a[q][k] = s * apk + c * aqk;
             }
+#pragma unroll
             for (int k = 0; k < 3; ++k) {
                 const double vkp = v[k][p], vkq = v[k][q];
                 v[k][p] = c * vkp - s * vkq;
@@ -139,10 +148,12 @@ __device__ void jacobi_smallest(double a[3][3], double* out)
             }
         }
     }
-    int best = 0;
-    for (int k = 1; k < 3; ++k)
-        if (a[k][k] < a[best][best]) best = k;
-    for (int k = 0; k < 3; ++k) out[k] = v[k][best];
+    int best = 0;  // the first smallest diagonal entry, without a run-time index
+    double smallest = a[0][0];
+    if (a[1][1] < smallest) { best = 1; smallest = a[1][1]; }
+    if (a[2][2] < smallest) best = 2;
+#pragma unroll
+    for (int k = 0; k < 3; ++k) out[k] = best == 0 ? v[k][0] : (best == 1 ? v[k][1] : v[k][2]);
 }
 
 // Entry (i, j) of the symmetric 9 x 9 A^T A from its upper triangle (row-major).
@@ -185,6 +196,7 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
     if (!__shfl_sync(FULL_MASK, ok, 0)) return false;
     shift = __shfl_sync(FULL_MASK, shift, 0);
     double xi = 0.0;
+#pragma unroll
     for (int k = 0; k < 9; ++k) {
         const double v = __shfl_sync(FULL_MASK, x[k], 0);
         if (lane == k) xi = v;
@@ -219,15 +231,19 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
         double norm = 0.0;
         if (lane == 0) {  // back substitution, in the serial order
             double z[9];
+#pragma unroll
             for (int i = 8; i >= 0; --i) {
                 double v = vec[i];
+#pragma unroll
                 for (int k = i + 1; k < 9; ++k) v = v - low[k][i] * z[k];
                 z[i] = v / low[i][i];
             }
             double sum = 0.0;
+#pragma unroll
             for (int k = 0; k < 9; ++k) sum = sum + z[k] * z[k];
             norm = sqrt(sum);
             ok = norm > 0.0 && isfinite(norm);
+#pragma unroll
             for (int k = 0; k < 9; ++k) vec[k] = z[k];
         }
         __syncwarp();
@@ -300,29 +316,30 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
         __syncthreads();
         kept = count_inliers(cur, pts, n, t2, ired);
         for (int round = 0; round < REFINE_ROUNDS && kept >= MIN_MATCHES; ++round) {
-            double acc[ATA_TERMS];
-            for (int k = 0; k < 4; ++k) acc[k] = 0.0;
+            double centre[4] = {0.0, 0.0, 0.0, 0.0};
             for (int i = tid; i < n; i += REFINE_THREADS) {
                 const float4 pq = pair_of(pts, i);
                 if (!inlier64(cur, pq, t2)) continue;
-                acc[0] += pq.x; acc[1] += pq.y; acc[2] += pq.z; acc[3] += pq.w;
+                centre[0] += pq.x; centre[1] += pq.y; centre[2] += pq.z; centre[3] += pq.w;
             }
-            block_sums(acc, 4, red, sums);
+            block_sums(centre, red, sums);
             const double c0x = sums[0] / kept, c0y = sums[1] / kept;
             const double c1x = sums[2] / kept, c1y = sums[3] / kept;
-            acc[0] = acc[1] = 0.0;
+            double spread[2] = {0.0, 0.0};
             for (int i = tid; i < n; i += REFINE_THREADS) {
                 const float4 pq = pair_of(pts, i);
                 if (!inlier64(cur, pq, t2)) continue;
                 const double dx0 = pq.x - c0x, dy0 = pq.y - c0y;
                 const double dx1 = pq.z - c1x, dy1 = pq.w - c1y;
-                acc[0] += sqrt(dx0 * dx0 + dy0 * dy0);
-                acc[1] += sqrt(dx1 * dx1 + dy1 * dy1);
+                spread[0] += sqrt(dx0 * dx0 + dy0 * dy0);
+                spread[1] += sqrt(dx1 * dx1 + dy1 * dy1);
             }
-            block_sums(acc, 2, red, sums);
+            block_sums(spread, red, sums);
             const double mean0 = sums[0] / kept, mean1 = sums[1] / kept;
             if (!(mean0 > 0.0 && mean1 > 0.0)) break;
             const double s0 = SQRT2_D / mean0, s1 = SQRT2_D / mean1;
+            double acc[ATA_TERMS];
+#pragma unroll
             for (int k = 0; k < ATA_TERMS; ++k) acc[k] = 0.0;
             for (int i = tid; i < n; i += REFINE_THREADS) {
                 const float4 pq = pair_of(pts, i);
@@ -330,11 +347,13 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
                 const double u0 = (pq.x - c0x) * s0, v0 = (pq.y - c0y) * s0;
                 const double u1 = (pq.z - c1x) * s1, v1 = (pq.w - c1y) * s1;
                 const double row[9] = {u1 * u0, u1 * v0, u1, v1 * u0, v1 * v0, v1, u0, v0, 1.0};
-                int t = 0;
+#pragma unroll
                 for (int r = 0; r < 9; ++r)
-                    for (int c = r; c < 9; ++c) acc[t++] += row[r] * row[c];
+#pragma unroll
+                    for (int c = r; c < 9; ++c)
+                        acc[r * 9 - r * (r - 1) / 2 + (c - r)] += row[r] * row[c];
             }
-            block_sums(acc, ATA_TERMS, red, sums);
+            block_sums(acc, red, sums);
             if (tid < 32) {
                 const bool ok = solve_refit(cur, sums, c0x, c0y, s0, c1x, c1y, s1, cand, low,
                                             vec);
