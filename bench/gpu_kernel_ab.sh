@@ -10,8 +10,8 @@
 #   tests     the GPU suite and the NVRTC compile test (bench/gpu_check.sh tests), then
 #             test/test_gpu_ransac.py
 #   ransac    bench/ransac_timing.py on $XFEAT_ROS_SHARED/matches.npz (its --save-matches),
-#             base then new; the device's masks and models of every pair compared bit for
-#             bit (ransac_fits.txt)
+#             base then new; the device's masks, models and hypotheses of every pair
+#             compared bit for bit (ransac_fits.txt)
 #   engine    bench/engine_ab.py, variants ENGINE_VARIANTS (default shipped,fused_norm=off),
 #             groups 1 and 8, 3 rounds, interleaved in one process (this tree)
 #   timeline  bench/device_timeline.py, one frame paced 33 ms, base then new

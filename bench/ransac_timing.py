@@ -27,8 +27,9 @@ matches of a 3-D scene with 15% outliers. Per pair:
 * agreement of the inlier decisions: device vs OpenCV, device vs the NumPy
   reference, OpenCV vs itself on the matches in another order (how far two
   OpenCV fits disagree), and inlier counts;
-* ``--save-fits FILE``: the device's mask and model of every pair, so that
-  two versions of ``ransac.cu`` can be compared bit for bit.
+* ``--save-fits FILE``: the device's mask, model and hypotheses (every
+  7-point model) of every pair, so that two versions of the kernels can be
+  compared bit for bit.
 
 ``cpu_path`` (``--tracks-before``): the CPU path's ``next_tracks`` of this
 tree against an older ``tracks.py``, interleaved, outputs checked equal.
@@ -193,6 +194,7 @@ class DeviceBench:
             graphed.append(cp.cuda.get_elapsed_time(events[0], events[1]))
         mask = self.out.mask.get()[:int(self.count.get()[0])].astype(bool)
         self.fundamental = self.out.fundamental.get()
+        self.models = self.check.models.get()
         return {'device_ms': statistics.median(direct), 'graph_ms': statistics.median(graphed),
                 'enqueue_host_ms': 1000.0 * statistics.median(host),
                 'graph_p90_ms': float(np.percentile(graphed, 90)),
@@ -227,16 +229,16 @@ def pair_report(p0, p1, reps, device, reference, loaded=None):
             row['device_vs_reference'] = float((mask == ref.mask).mean())
         row['device_mask'] = mask
         row['device_fundamental'] = device.fundamental
+        row['device_models'] = device.models
     return row
 
 
 def keep_fits(fits, key, row):
-    """Move the device's mask and model of a pair from ``row`` into ``fits`` (for --save-fits)."""
-    mask = row.pop('device_mask', None)
-    fundamental = row.pop('device_fundamental', None)
-    if mask is not None:
-        fits[f'{key}_mask'] = mask
-        fits[f'{key}_fundamental'] = fundamental
+    """Move the device's mask, model and hypotheses of a pair from ``row`` into ``fits``."""
+    for name in ('mask', 'fundamental', 'models'):
+        value = row.pop(f'device_{name}', None)
+        if value is not None:
+            fits[f'{key}_{name}'] = value
 
 
 def track_numbers(frames, matches, verify):
@@ -355,8 +357,8 @@ def main(argv=None):
                         help='skip the NumPy reference (0.4 s a pair)')
     parser.add_argument('--tracks-before', help='an older xfeat_ros/tracks.py: time the CPU '
                         "path's next_tracks against it (e.g. from git show BASE:xfeat_ros/...)")
-    parser.add_argument('--save-fits', help="npz of the device's masks and models per pair "
-                        '(to compare two versions of the kernels bit for bit)')
+    parser.add_argument('--save-fits', help="npz of the device's masks, models and hypotheses "
+                        'per pair (to compare two versions of the kernels bit for bit)')
     parser.add_argument('--out', help='JSON results file')
     args = parser.parse_args(argv)
     try:

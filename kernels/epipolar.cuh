@@ -32,8 +32,8 @@ __device__ __forceinline__ float2 point_of(const float2* kp, const int* idx, int
 }
 
 // out = T1^T f T0 with T = [[s, 0, tx], [0, s, ty], [0, 0, 1]] (out may not alias f).
-__device__ void denormalise(const double* f, double s0, double tx0, double ty0, double s1,
-                            double tx1, double ty1, double* out)
+__device__ __forceinline__ void denormalise(const double* f, double s0, double tx0, double ty0,
+                                            double s1, double tx1, double ty1, double* out)
 {
     double g[9];
     for (int r = 0; r < 3; ++r) {
@@ -49,12 +49,14 @@ __device__ void denormalise(const double* f, double s0, double tx0, double ty0, 
 }
 
 // f /= its Frobenius norm; false when the norm is not a positive finite number.
-__device__ bool unit9(double* f)
+__device__ __forceinline__ bool unit9(double* f)
 {
     double sum = f[0] * f[0];
+#pragma unroll
     for (int k = 1; k < 9; ++k) sum = sum + f[k] * f[k];
     const double norm = sqrt(sum);
     if (!(norm > 0.0) || !isfinite(norm)) return false;
+#pragma unroll
     for (int k = 0; k < 9; ++k) f[k] = f[k] / norm;
     return true;
 }

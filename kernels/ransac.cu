@@ -74,7 +74,8 @@ __device__ __forceinline__ double det3(const double* m)
 }
 
 // Real roots of c3 a^3 + c2 a^2 + c1 a + c0 (NaN where fewer), as xfeat_ros.ransac.solve_cubic.
-__device__ void solve_cubic(double c3, double c2, double c1, double c0, double* roots)
+__device__ __forceinline__ void solve_cubic(double c3, double c2, double c1, double c0,
+                                            double* roots)
 {
     roots[0] = roots[1] = roots[2] = NAN_D;
     const double top = fmax(fmax(fabs(c3), fabs(c2)), fmax(fabs(c1), fabs(c0)));
@@ -121,8 +122,8 @@ __device__ void solve_cubic(double c3, double c2, double c1, double c0, double* 
 }
 
 // Centroid and sqrt 2 / mean distance of 7 points (sequential sums).
-__device__ void normalisation7(const double* x, const double* y, double* cx, double* cy,
-                               double* s)
+__device__ __forceinline__ void normalisation7(const double* x, const double* y, double* cx,
+                                               double* cy, double* s)
 {
     double sx = x[0], sy = y[0];
     for (int k = 1; k < SAMPLE_SIZE; ++k) { sx = sx + x[k]; sy = sy + y[k]; }
@@ -138,6 +139,14 @@ __device__ void normalisation7(const double* x, const double* y, double* cx, dou
     *s = SQRT2_D / (sd / SAMPLE_SIZE);
 }
 
+// f[index] = value for a run-time index in [0, 9), without indexing f at run time.
+__device__ __forceinline__ void scatter9(double* f, int index, double value)
+{
+#pragma unroll
+    for (int c = 0; c < 9; ++c)
+        if (c == index) f[c] = value;
+}
+
 extern "C" __global__ void ransac_hypotheses(const float2* kp0, const int* idx0,
                                              const float2* kp1, const int* idx1,
                                              const int* count, int bound, u64 seed,
@@ -150,19 +159,25 @@ extern "C" __global__ void ransac_hypotheses(const float2* kp0, const int* idx0,
     const int n = match_count(count, bound);
     if (n < MIN_MATCHES) return;
 
+    // Every loop over the sample, the system or a model is unrolled and every index is
+    // a constant (row and column swaps are predicated, scatters through perm are loops
+    // over the columns), so that nothing sits on the stack: a[7][9] stays in registers.
     int pick[SAMPLE_SIZE];
     unsigned int attempt = 0;
+#pragma unroll
     for (int k = 0; k < SAMPLE_SIZE; ++k) {
         for (;;) {
             const int j = draw_index(seed, h, attempt, n);
             ++attempt;
             bool fresh = true;
+#pragma unroll
             for (int e = 0; e < k; ++e) fresh = fresh && pick[e] != j;
             if (fresh) { pick[k] = j; break; }
             if (attempt >= MAX_DRAWS) return;
         }
     }
     double x0[SAMPLE_SIZE], y0[SAMPLE_SIZE], x1[SAMPLE_SIZE], y1[SAMPLE_SIZE];
+#pragma unroll
     for (int k = 0; k < SAMPLE_SIZE; ++k) {
         const float2 a = point_of(kp0, idx0, pick[k]);
         const float2 b = point_of(kp1, idx1, pick[k]);
@@ -174,6 +189,7 @@ extern "C" __global__ void ransac_hypotheses(const float2* kp0, const int* idx0,
     if (!isfinite(s0) || !isfinite(s1)) return;
 
     double a[SAMPLE_SIZE][9];
+#pragma unroll
     for (int k = 0; k < SAMPLE_SIZE; ++k) {
         const double u0 = (x0[k] - cx0) * s0, v0 = (y0[k] - cy0) * s0;
         const double u1 = (x1[k] - cx1) * s1, v1 = (y1[k] - cy1) * s1;
@@ -182,52 +198,82 @@ extern "C" __global__ void ransac_hypotheses(const float2* kp0, const int* idx0,
         a[k][6] = u0; a[k][7] = v0; a[k][8] = 1.0;
     }
     int perm[9];
+#pragma unroll
     for (int c = 0; c < 9; ++c) perm[c] = c;
-    int rank = SAMPLE_SIZE;
+    bool homography = false;
+#pragma unroll
     for (int k = 0; k < SAMPLE_SIZE; ++k) {
         double best = -1.0;
         int br = k, bc = k;
+#pragma unroll
         for (int r = k; r < SAMPLE_SIZE; ++r)
+#pragma unroll
             for (int c = k; c < 9; ++c) {
                 const double v = fabs(a[r][c]);
                 if (v > best) { best = v; br = r; bc = c; }
             }
         if (!(best > PIVOT_EPS)) {
             if (k < SAMPLE_SIZE - 1) return;  // degenerate sample
-            rank = k;  // all 7 matches follow one homography: a 3-D null space
+            homography = true;  // all 7 matches follow one homography: a 3-D null space
             break;
         }
-        for (int c = 0; c < 9; ++c) { const double t = a[k][c]; a[k][c] = a[br][c]; a[br][c] = t; }
-        for (int r = 0; r < SAMPLE_SIZE; ++r) {
-            const double t = a[r][k]; a[r][k] = a[r][bc]; a[r][bc] = t;
+#pragma unroll
+        for (int r = k + 1; r < SAMPLE_SIZE; ++r) {  // swap rows k and br
+            if (r != br) continue;
+#pragma unroll
+            for (int c = 0; c < 9; ++c) {
+                const double t = a[k][c]; a[k][c] = a[r][c]; a[r][c] = t;
+            }
         }
-        const int tp = perm[k]; perm[k] = perm[bc]; perm[bc] = tp;
+#pragma unroll
+        for (int c = k + 1; c < 9; ++c) {  // swap columns k and bc
+            if (c != bc) continue;
+#pragma unroll
+            for (int r = 0; r < SAMPLE_SIZE; ++r) {
+                const double t = a[r][k]; a[r][k] = a[r][c]; a[r][c] = t;
+            }
+            const int tp = perm[k]; perm[k] = perm[c]; perm[c] = tp;
+        }
         const double pivot = a[k][k];
+#pragma unroll
         for (int c = 0; c < 9; ++c) a[k][c] = a[k][c] / pivot;
+#pragma unroll
         for (int i = 0; i < SAMPLE_SIZE; ++i) {
             if (i == k) continue;
             const double f = a[i][k];
+#pragma unroll
             for (int c = 0; c < 9; ++c) a[i][c] = a[i][c] - f * a[k][c];
         }
     }
-    if (rank < SAMPLE_SIZE) {
-        // every null vector [e]x H is a model: no cubic to solve
+    if (homography) {
+        // every null vector [e]x H is a model: no cubic to solve (rank 6: the break above
+        // comes only at the last column of pivots)
+        constexpr int RANK = SAMPLE_SIZE - 1;
+#pragma unroll
         for (int t = 0; t < 3; ++t) {
             double fh[9], fp[9];
+#pragma unroll
             for (int c = 0; c < 9; ++c) fh[c] = 0.0;
-            for (int i = 0; i < rank; ++i) fh[perm[i]] = -a[i][rank + t];
-            fh[perm[rank + t]] = 1.0;
+#pragma unroll
+            for (int i = 0; i < RANK; ++i) scatter9(fh, perm[i], -a[i][RANK + t]);
+            scatter9(fh, perm[RANK + t], 1.0);
             denormalise(fh, s0, -s0 * cx0, -s0 * cy0, s1, -s1 * cx1, -s1 * cy1, fp);
             if (!unit9(fp)) continue;
+#pragma unroll
             for (int c = 0; c < 9; ++c) out[9 * t + c] = (float)fp[c];
         }
         return;
     }
     double f1[9], f2[9], diff[9], m[9];
+#pragma unroll
     for (int c = 0; c < 9; ++c) { f1[c] = 0.0; f2[c] = 0.0; }
-    for (int i = 0; i < SAMPLE_SIZE; ++i) { f1[perm[i]] = -a[i][7]; f2[perm[i]] = -a[i][8]; }
-    f1[perm[7]] = 1.0;
-    f2[perm[8]] = 1.0;
+#pragma unroll
+    for (int i = 0; i < SAMPLE_SIZE; ++i) {
+        scatter9(f1, perm[i], -a[i][7]);
+        scatter9(f2, perm[i], -a[i][8]);
+    }
+    scatter9(f1, perm[7], 1.0);
+    scatter9(f2, perm[8], 1.0);
     for (int c = 0; c < 9; ++c) diff[c] = f1[c] - f2[c];
     const double d0 = det3(f2);
     for (int c = 0; c < 9; ++c) m[c] = f2[c] + 1.0 * diff[c];
@@ -242,12 +288,15 @@ extern "C" __global__ void ransac_hypotheses(const float2* kp0, const int* idx0,
     const double c1 = s - c3;
     double roots[3];
     solve_cubic(c3, c2, c1, d0, roots);
+#pragma unroll
     for (int k = 0; k < MODELS_PER_SAMPLE; ++k) {
         if (!isfinite(roots[k])) continue;
         double fh[9], fp[9];
+#pragma unroll
         for (int c = 0; c < 9; ++c) fh[c] = f2[c] + roots[k] * diff[c];
         denormalise(fh, s0, -s0 * cx0, -s0 * cy0, s1, -s1 * cx1, -s1 * cy1, fp);
         if (!unit9(fp)) continue;
+#pragma unroll
         for (int c = 0; c < 9; ++c) out[9 * k + c] = (float)fp[c];
     }
 }
