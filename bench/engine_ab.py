@@ -20,7 +20,7 @@ falls on all variants alike. Variants:
   (ten graph nodes) instead of ``backbone.cu``'s two kernels;
 * ``one_branch``: the epipolar checks of a flush's matches one after the
   other on one side stream (instead of on
-  :data:`xfeat_ros.gpu.engine.EPIPOLAR_BRANCHES` streams side by side).
+  :data:`xfeat_ros.gpu.pair_graph.EPIPOLAR_BRANCHES` streams side by side).
 """
 
 import argparse
@@ -43,7 +43,7 @@ def build(name, weights):
     options = OPTIONS.get(name, {})
     engine = GpuEngine(TorchBackbone(weights, 0, **options), 0, 4096, 0.05, 0.82)
     if name == 'one_branch':
-        engine._branches = engine._branches[:1]
+        engine._pairs.branches = engine._pairs.branches[:1]
     return engine
 
 

@@ -238,7 +238,7 @@ def test_epipolar_checks_on_side_streams_equal_one_check_each(engine, shared_dir
     check of the same matched points on its own (EpipolarRansac.fit). With
     ``epipolar`` off the matches stay and ``verified`` is None.
     """
-    from xfeat_ros.gpu.engine import EPIPOLAR_BRANCHES
+    from xfeat_ros.gpu.pair_graph import EPIPOLAR_BRANCHES
     from xfeat_ros.gpu.ransac import EpipolarRansac
     from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
     paths = sorted((shared_dir / 'data' / 'tum_fr2_desk' / 'rgb').glob('*.png'))[:10]

@@ -455,6 +455,7 @@ def test_match_empty_side_launches_nothing(cp, stream, monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for an empty side')
     monkeypatch.setattr(kernels, 'match_module', no_module)
+    monkeypatch.setattr(kernels, 'match_tc_module', no_module)
     d = cp.asarray(unit_rows(np.random.default_rng(0), 10, 64).reshape(-1))
     for c0, c1 in ((0, 10), (10, 0), (0, 0)):
         out = ops.alloc_match_output(10)
@@ -495,6 +496,7 @@ def test_match_typed_rejections_on_host(monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for a rejected layout')
     monkeypatch.setattr(kernels, 'match_module', no_module)
+    monkeypatch.setattr(kernels, 'match_tc_module', no_module)
     typed_rejections(np, SimpleNamespace(ptr=0))
 
 
@@ -503,4 +505,5 @@ def test_match_typed_rejections_on_device(cp, stream, monkeypatch):
     def no_module(*args, **kwargs):
         raise AssertionError('a kernel module was requested for a rejected layout')
     monkeypatch.setattr(kernels, 'match_module', no_module)
+    monkeypatch.setattr(kernels, 'match_tc_module', no_module)
     typed_rejections(cp, stream)

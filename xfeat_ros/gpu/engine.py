@@ -17,8 +17,9 @@ backbone call and one launch of each kernel::
                -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
                   for all B frames; results into each slot through the table)
                -> descriptors (describe.cu) -> B keypoint counts -> pinned host
-             then the queued matches: mutual NN on the tensor cores with an
-             exact FP32 re-check (match.cu) -> match count -> pinned host
+             then the queued matches as one graph (pair_graph.py): mutual NN on
+             the tensor cores with an exact FP32 re-check (match_tc.cu, match.cu) -> match
+             count -> pinned host; each pair's epipolar check on a side stream
     results: every array's rows -> one pinned block (the whole capacity of a
              slot still at work, no wait first) -> one synchronization -> NumPy
 
@@ -46,13 +47,12 @@ import numpy as np
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
-from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                    HostCopier, PinnedBuffer, TableRing, Workspace)
-from xfeat_ros.gpu.ransac import EpipolarRansac
+from xfeat_ros.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.preprocess import model_size
@@ -63,10 +63,6 @@ ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
 MAX_BATCH = 32
-# The epipolar checks of a flush's matches run on this many side streams (branches of
-# the match graph), each with its own scratch: a check keeps 1-16 blocks busy, so
-# several run side by side while the matcher (the whole GPU) goes on with the next pair.
-EPIPOLAR_BRANCHES = 8
 UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
 
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
@@ -121,11 +117,9 @@ class GpuEngine:
         self.tensor_cores = bool(tensor_cores)
         self.epipolar = bool(epipolar)
         self._copier = HostCopier(copy_workers)
-        self._match_graphs = OrderedDict()
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
-        self._scratch = ops.MatchScratch()
         self._pair_slots = [None, None]  # match_features' descriptor uploads
         self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
         self.last_flush_marks = []
@@ -139,6 +133,7 @@ class GpuEngine:
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
+                           'match_tc.cu': kernels.match_tc_module(self.desc_dim, self.gpu),
                            'ransac.cu': kernels.ransac_module(self.gpu),
                            'ransac_refine.cu': kernels.refine_module(self.gpu)}
                 for filename, module in modules.items():  # look up outside any graph capture
@@ -146,11 +141,10 @@ class GpuEngine:
                         ops.function(module, entry)
             except (CompileException, cupy.cuda.runtime.CUDARuntimeError) as exc:
                 raise BackendError(f'CUDA kernels failed to compile or load: {exc}') from exc
-            # The track check of every match (issue 10: tracks off the host's critical path),
-            # made here: nothing may be allocated while a graph is captured.
-            self._branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
-                               cupy.cuda.Stream(non_blocking=True))
-                              for _ in range(EPIPOLAR_BRANCHES)]
+            # The matcher and the track check of every match (issue 10: tracks off the
+            # host's critical path), made here: nothing may be allocated while a graph is
+            # captured.
+            self._pairs = PairMatcher(cupy, self.stream, self.desc_dim)
 
     # -- settings and slots -------------------------------------------------------------------
 
@@ -291,65 +285,10 @@ class GpuEngine:
             slot.marks.extend(self.last_flush_marks)
             slot.done.record(stream)
 
-    def _match_pair(self, previous, slot, tensor_cores, branch=0):
-        """
-        Enqueue one pair's mutual-NN matching and its match-count copy (capturable).
-
-        The pair's epipolar check (when :attr:`epipolar`) forks onto side
-        stream ``branch`` (its own scratch) right after the matcher; returns
-        the event the main stream must wait for before the pair's results are
-        read (None without a check).
-        """
-        cupy = self.cupy
-        side0 = ops.DescriptorSet(previous.descriptors,
-                                  ops.DeviceCount(previous.count, previous.capacity),
-                                  previous.desc_dim)
-        side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
-                                  slot.desc_dim)
-        ops.mutual_nn_match(side0, side1, slot.matches, self._scratch, self.min_cossim,
-                            self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-        joined = None
-        if self.epipolar:
-            check, stream = self._branches[branch % len(self._branches)]
-            fork = cupy.cuda.Event(disable_timing=True)
-            fork.record(self.stream)
-            stream.wait_event(fork)
-            check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
-                                  slot.epipolar, stream)
-            joined = cupy.cuda.Event(disable_timing=True)
-            joined.record(stream)
-        self._mark(slot.marks, 'match')
-        copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                   cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
-        return joined
-
-    def _match_pairs(self, pairs):
-        """Enqueue ``pairs`` in order, checks on the branches in turn, then join them."""
-        joins = [self._match_pair(*pair, branch=i) for i, pair in enumerate(pairs)]
-        for joined in joins:
-            if joined is not None:
-                self.stream.wait_event(joined)
-
     def _enqueue_matches(self, pairs):
-        """
-        Enqueue the matchings ``[(previous, slot, tensor_cores)]`` in order, as one graph.
-
-        The pairs share the matcher's scratch in stream order; their epipolar
-        checks run on :data:`EPIPOLAR_BRANCHES` side streams (pair i on
-        branch i mod that), joined into the main stream before the slots'
-        ``done`` events. The graph is keyed by every pair's buffers, so a
-        repeated pattern of slots replays it.
-        """
-        rows = max(p.capacity for p, _, _ in pairs)
-        cols = max(s.capacity for _, s, _ in pairs)
-        if not self._scratch.fits(rows, cols):
-            self._scratch.ensure(rows, cols)
-        key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), self.min_cossim,
-               self._scratch.generation, self.epipolar)
-        self._launch(self._match_graphs, key, lambda: self._match_pairs(pairs))
-        for _, slot, _ in pairs:
-            slot.checked = self.epipolar  # read by the result copies (graph replays too)
-            slot.done.record(self.stream)
+        """Enqueue ``[(previous, slot, tensor_cores)]`` as one graph (:mod:`.pair_graph`)."""
+        self._pairs.enqueue(pairs, PairSettings(self.min_cossim, self.epipolar, self._launch,
+                                                self._mark))
 
     def flush(self):
         """Enqueue every waiting batch (one backbone call per model size), then queued matches."""

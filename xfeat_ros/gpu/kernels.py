@@ -38,7 +38,8 @@ ENTRY_POINTS = {
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
-    'match.cu': ('mnn_best', 'mnn_approx_tc', 'mnn_refine_tc', 'mnn_collect'),
+    'match.cu': ('mnn_best', 'mnn_collect'),
+    'match_tc.cu': ('mnn_approx_tc', 'mnn_refine_tc'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score'),
     'ransac_refine.cu': ('ransac_refine',),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
@@ -48,7 +49,8 @@ ENTRY_POINTS = {
                     'instance_normalize'),
 }
 # Device helpers shared by kernel files: file -> the headers the loader puts before it.
-HEADERS = {'ransac.cu': ('epipolar.cuh',), 'ransac_refine.cu': ('epipolar.cuh',)}
+HEADERS = {'match.cu': ('mnn.cuh',), 'match_tc.cu': ('mnn.cuh',),
+           'ransac.cu': ('epipolar.cuh',), 'ransac_refine.cu': ('epipolar.cuh',)}
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
 FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
@@ -75,10 +77,10 @@ RANK_SPLIT = 8              # detect.cu rank_sorted: threads sharing one key's c
 RANK_TILE = 2048            # detect.cu rank_sorted: keys per shared-memory tile (16 KiB)
 NORM_PIXELS = 32            # describe.cu normalize_feats: pixels per block
 NORM_THREADS = 256          # describe.cu normalize_feats: threads per block
-MATCH_TILE = 64             # match.cu: side of a similarity tile (TILE)
+MATCH_TILE = 64             # match.cu, match_tc.cu: side of a similarity tile (TILE)
 MATCH_THREADS = 256         # match.cu mnn_best: threads per tile
 COLLECT_THREADS = 1024      # match.cu mnn_collect: threads of its one block
-TC_THREADS = 256            # match.cu mnn_approx_tc / mnn_refine_tc: threads per tile
+TC_THREADS = 256            # match_tc.cu mnn_approx_tc / mnn_refine_tc: threads per tile
 RANSAC_SCORE_MODELS = 16    # ransac.cu ransac_score: models per block
 RANSAC_SCORE_THREADS = 256  # ransac.cu ransac_score: threads per block
 RANSAC_REFINE_THREADS = 256  # ransac_refine.cu: threads of its one block
@@ -91,7 +93,8 @@ LAUNCH_DEFINES = {
                   ('RANK_SPLIT', RANK_SPLIT), ('RANK_TILE', RANK_TILE)),
     'describe.cu': (('NORM_PIXELS', NORM_PIXELS), ('NORM_THREADS', NORM_THREADS)),
     'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
-                 ('COLLECT_THREADS', COLLECT_THREADS), ('TC_THREADS', TC_THREADS)),
+                 ('COLLECT_THREADS', COLLECT_THREADS)),
+    'match_tc.cu': (('TILE', MATCH_TILE), ('TC_THREADS', TC_THREADS)),
     'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS)),
     'ransac_refine.cu': (('REFINE_THREADS', RANSAC_REFINE_THREADS),),
     'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO),
@@ -186,12 +189,23 @@ def describe_variant(desc_dim=DESCRIPTOR_SIZE):
                          + LAUNCH_DEFINES['describe.cu'], EXACT_OPTIONS)
 
 
-def match_variant(desc_dim):
-    """Mutual-NN matcher for one descriptor width (64 or 128)."""
+def _check_width(desc_dim):
     if desc_dim not in MATCH_WIDTHS:
         raise ValueError(f'no matcher for width {desc_dim} (built: {MATCH_WIDTHS})')
+
+
+def match_variant(desc_dim):
+    """Mutual-NN matcher (FP32 similarities, collection) for one width (64 or 128)."""
+    _check_width(desc_dim)
     return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),) + LAUNCH_DEFINES['match.cu'],
                          BASE_OPTIONS)
+
+
+def match_tc_variant(desc_dim):
+    """Tensor-core similarities with the exact FP32 re-check, for one width (64 or 128)."""
+    _check_width(desc_dim)
+    return KernelVariant('match_tc.cu', (('DESC_DIM', int(desc_dim)),)
+                         + LAUNCH_DEFINES['match_tc.cu'], BASE_OPTIONS)
 
 
 def ransac_variant():
@@ -222,6 +236,7 @@ def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
     return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS]
+            + [match_tc_variant(width) for width in MATCH_WIDTHS]
             + [ransac_variant(), refine_variant()])
 
 
@@ -258,6 +273,12 @@ def describe_module(device_id=0, desc_dim=DESCRIPTOR_SIZE):
 def match_module(desc_dim, device_id=0):
     """Compiled ``match.cu`` for one descriptor width on a device (memoized)."""
     return _raw_module(match_variant(desc_dim), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def match_tc_module(desc_dim, device_id=0):
+    """Compiled ``match_tc.cu`` for one descriptor width on a device (memoized)."""
+    return _raw_module(match_tc_variant(desc_dim), device_id)
 
 
 @functools.lru_cache(maxsize=None)

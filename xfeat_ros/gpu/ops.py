@@ -42,7 +42,7 @@ DESCRIBE_WARPS = 8
 RADIX_BINS = 1 << kernels.RADIX_BITS
 RADIX_PASSES = 64 // kernels.RADIX_BITS  # digits of a 64-bit key
 # Candidates within this much of a row's / column's tensor-core maximum are
-# re-checked in FP32 (match.cu derives the bound: 2^-10 for unit vectors).
+# re-checked in FP32 (match_tc.cu derives the bound: 2^-10 for unit vectors).
 TC_MARGIN = 2.0 ** -8
 
 
@@ -506,10 +506,11 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     grid = (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE))
     with stream:
         if tensor_cores:
-            function(module, 'mnn_approx_tc')(
+            tc_module = kernels.match_tc_module(int(width), _device_id())
+            function(tc_module, 'mnn_approx_tc')(
                 grid, (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max))
-            function(module, 'mnn_refine_tc')(
+            function(tc_module, 'mnn_refine_tc')(
                 grid, (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
                  np.float32(TC_MARGIN), views.best_row, views.best_col))

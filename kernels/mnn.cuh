@@ -1,0 +1,39 @@
+// Copyright 2026 xfeat_ros contributors
+// SPDX-License-Identifier: Apache-2.0
+//
+// mnn.cuh: device helpers of the mutual-nearest-neighbour matcher shared by match.cu and
+// match_tc.cu: the packed 64-bit keys (orderable float bits << 32 | 0xFFFFFFFF - index,
+// so that atomicMax keeps the highest similarity and, on ties, the smaller index) and
+// the device counts. No entry point; the loader puts this text before each of the two
+// files (after its #define preamble), so NVRTC needs no include path.
+//
+// Counts: count0 / count1 point to a device int (read on the device, clamped
+// to bound) or are null, in which case bound is the count itself.
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ unsigned int orderable(float f)
+{
+    const unsigned int u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float from_orderable(unsigned int o)
+{
+    return __uint_as_float((o & 0x80000000u) ? (o & 0x7FFFFFFFu) : ~o);
+}
+
+__device__ __forceinline__ u64 pack(float s, int idx)
+{
+    return ((u64)orderable(s) << 32) | (u64)(0xFFFFFFFFu - (unsigned int)idx);
+}
+
+__device__ __forceinline__ int unpack_index(u64 key)
+{
+    return (int)(0xFFFFFFFFu - (unsigned int)(key & 0xFFFFFFFFull));
+}
+
+__device__ __forceinline__ int resolve_count(const int* count, int bound)
+{
+    return count ? min(max(*count, 0), bound) : bound;
+}
