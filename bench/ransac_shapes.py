@@ -32,14 +32,18 @@ HYPOTHESIS_THREADS = (32, 64, 128)
 SCORE_SHAPES = ((8, 256), (16, 256), (32, 256), (16, 128))  # (models, threads) per block
 
 
+_MODULES = []  # every compiled module stays alive: ops.function caches kernels by id(module)
+
+
 def use_shape(kernels, hypothesis_threads, score_models, score_threads):
-    """Set the launch constants of one shape and drop the compiled ``ransac.cu``."""
+    """Set the launch constants of one shape and compile ``ransac.cu`` for them."""
     kernels.RANSAC_HYPOTHESIS_THREADS = hypothesis_threads
     kernels.RANSAC_SCORE_MODELS = score_models
     kernels.RANSAC_SCORE_THREADS = score_threads
     kernels.LAUNCH_DEFINES['ransac.cu'] = (('SCORE_MODELS', score_models),
                                            ('SCORE_THREADS', score_threads))
     kernels.ransac_module.cache_clear()
+    _MODULES.append(kernels.ransac_module(0))
 
 
 def pairs_of(data, ransac_timing):
