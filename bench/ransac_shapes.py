@@ -32,9 +32,6 @@ HYPOTHESIS_THREADS = (32, 64, 128)
 SCORE_SHAPES = ((8, 256), (16, 256), (32, 256), (16, 128))  # (models, threads) per block
 
 
-_MODULES = []  # every compiled module stays alive: ops.function caches kernels by id(module)
-
-
 def use_shape(kernels, hypothesis_threads, score_models, score_threads):
     """Set the launch constants of one shape and compile ``ransac.cu`` for them."""
     kernels.RANSAC_HYPOTHESIS_THREADS = hypothesis_threads
@@ -42,8 +39,7 @@ def use_shape(kernels, hypothesis_threads, score_models, score_threads):
     kernels.RANSAC_SCORE_THREADS = score_threads
     kernels.LAUNCH_DEFINES['ransac.cu'] = (('SCORE_MODELS', score_models),
                                            ('SCORE_THREADS', score_threads))
-    kernels.ransac_module.cache_clear()
-    _MODULES.append(kernels.ransac_module(0))
+    kernels.ransac_module.cache_clear()  # ops.function keeps the old modules (ids unique)
 
 
 def pairs_of(data, ransac_timing):

@@ -507,3 +507,31 @@ def test_match_typed_rejections_on_device(cp, stream, monkeypatch):
     monkeypatch.setattr(kernels, 'match_module', no_module)
     monkeypatch.setattr(kernels, 'match_tc_module', no_module)
     typed_rejections(cp, stream)
+
+
+def test_kernel_lookup_keeps_its_module():
+    """ops.function caches by id(module): the cache holds the module, so its id stays unique."""
+    import gc
+    import weakref
+
+    class FakeModule:
+        def get_function(self, name):
+            return (id(self), name)
+
+    module = FakeModule()
+    alive = weakref.ref(module)
+    first = ops.function(module, 'k')
+    assert ops.function(module, 'k') is first  # looked up once
+    del module
+    gc.collect()
+    assert alive() is not None
+    other = FakeModule()  # cannot take the cached module's id while that module lives
+    assert ops.function(other, 'k') == (id(other), 'k') != first
+
+
+def test_every_kernel_loader_is_memoized():
+    """Each loader returns one module per arguments (a fresh one would compile again)."""
+    loaders = [name for name in dir(kernels) if name.endswith('_module') and name[0] != '_']
+    assert {'backbone_module', 'ransac_module', 'refine_module', 'match_tc_module'} <= set(loaders)
+    for name in loaders:
+        assert hasattr(getattr(kernels, name), 'cache_clear'), f'{name} is not memoized'

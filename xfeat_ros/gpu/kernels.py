@@ -293,6 +293,7 @@ def refine_module(device_id=0):
     return _raw_module(refine_variant(), device_id)
 
 
+@functools.lru_cache(maxsize=None)
 def backbone_module(device_id=0):
     """Compiled ``backbone.cu`` on a device (memoized)."""
     return _raw_module(backbone_variant(), device_id)

@@ -66,10 +66,11 @@ _FUNCTIONS = {}
 def function(module, name):
     """Kernel ``name`` of a loaded module, looked up once (launch-path overhead)."""
     key = (id(module), name)
-    kernel = _FUNCTIONS.get(key)
-    if kernel is None:
-        kernel = _FUNCTIONS[key] = module.get_function(name)
-    return kernel
+    entry = _FUNCTIONS.get(key)
+    if entry is None:
+        # the module is kept with its kernel: its id is never handed to another module
+        entry = _FUNCTIONS[key] = (module, module.get_function(name))
+    return entry[1]
 
 
 def memset_async(array, value, stream):
