@@ -333,6 +333,16 @@ def test_gpu_device_count_indices_and_few_matches(check, cp):
     assert empty.count == 0 and empty.mask.shape == (0,)
 
 
+def test_refine_gathers_the_points_it_has_room_for():
+    """Dynamic shared memory of the refinement: 16 bytes a match up to the limit, else none."""
+    from xfeat_ros.gpu import kernels
+    from xfeat_ros.gpu.ransac import refine_shared_bytes
+    most = kernels.RANSAC_REFINE_SHARED_POINTS
+    assert [refine_shared_bytes(n) for n in (0, 1, 300, most, most + 1)] == [
+        0, 16, 4800, 16 * most, 0]
+    assert 16 * most <= 200 * 1024  # beside the kernel's static shared memory, below 227 KiB
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize('matches', [300, 4096, 9000])
 def test_gpu_refine_gathered_and_direct_points_agree(check, cp, monkeypatch, matches):

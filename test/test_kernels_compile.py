@@ -24,8 +24,8 @@ import sys
 import pytest
 
 from xfeat_ros.gpu import kernels
-from xfeat_ros.gpu.kernels import (ENTRY_POINTS, KernelVariant, LAUNCH_DEFINES, MATCH_WIDTHS,
-                                   read_kernel, variants)
+from xfeat_ros.gpu.kernels import (ENTRY_POINTS, HEADERS, KernelVariant, LAUNCH_DEFINES,
+                                   MATCH_WIDTHS, read_kernel, variants)
 
 ARCHS = ('sm_87', 'sm_90')
 HEADER_LINES = 80
@@ -209,5 +209,35 @@ def test_kernel_dir_with_ros_installed_but_not_sourced(monkeypatch):
     kernels.kernel_dir.cache_clear()
     try:
         assert (kernels.kernel_dir() / 'preprocess.cu').is_file()
+    finally:
+        kernels.kernel_dir.cache_clear()
+
+
+@pytest.mark.parametrize('variant', [v for v in VARIANTS if v.filename in HEADERS],
+                         ids=_variant_id)
+def test_headers_come_before_their_file(variant):
+    """The loader puts a file's shared headers after the macros and before the file itself."""
+    source = variant.source()
+    body = source.index(read_kernel(variant.filename))
+    named = '\n'.join(read_kernel(variant.filename).splitlines()[:HEADER_LINES])
+    for header in HEADERS[variant.filename]:
+        text = read_kernel(header)
+        assert 'Copyright 2026 xfeat_ros contributors' in text
+        assert source.index('#define') < source.index(text) < body
+        assert header in named, f'{variant.filename} does not name {header}'
+
+
+def test_kernel_dir_without_the_headers_is_passed_over(tmp_path, monkeypatch):
+    """An install made before the headers existed is not used (it could not compile)."""
+    for name in ENTRY_POINTS:
+        (tmp_path / name).write_text(read_kernel(name))
+    monkeypatch.setenv(kernels.ENV_VAR, str(tmp_path))
+    kernels.kernel_dir.cache_clear()
+    try:
+        assert kernels.kernel_dir() != tmp_path
+        for name in set().union(*HEADERS.values()):
+            (tmp_path / name).write_text(read_kernel(name))
+        kernels.kernel_dir.cache_clear()
+        assert kernels.kernel_dir() == tmp_path
     finally:
         kernels.kernel_dir.cache_clear()
