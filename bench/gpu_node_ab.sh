@@ -24,9 +24,11 @@
 # 7. (section hostprof) the GPU engine's host and device time per frame as the node drives
 #    it (bench/host_profile.py), groups of 1 and 8, back to back and paced at 30 Hz, with
 #    the SM clock sampled every 200 ms ($OUT/clocks.csv).
-# 8. (section pubmode) rmw_fastrtps' publication mode: RMW_FASTRTPS_PUBLICATION_MODE
-#    ASYNCHRONOUS (rmw's default: a Fast DDS thread sends each sample) against SYNCHRONOUS
-#    (sent within publish) in every process, 1x30 rgb8 and mono8 and one node at 8x120.
+# 8. (section pubmode) rmw_fastrtps' publication mode of the node only (the publishers and
+#    the collector keep rmw's default, SYNCHRONOUS: sent within publish):
+#    RMW_FASTRTPS_PUBLICATION_MODE SYNCHRONOUS against ASYNCHRONOUS (a Fast DDS thread sends
+#    each sample), rgb8, configurations PUBMODE_CONFIGS (default "1x30 8x120"), interleaved,
+#    PUBMODE_ROUNDS rounds (default 2).
 # SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode' (default 'ab mono
 # mps'); MPS_ONLY=1 leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
@@ -116,14 +118,13 @@ if [[ " ${SECTIONS} " == *" hostprof "* ]]; then
   kill "${clocks}"
 fi
 if [[ " ${SECTIONS} " == *" pubmode "* ]]; then
-  for encoding in rgb8 mono8; do
-    for mode in ASYNCHRONOUS SYNCHRONOUS; do
-      RMW_FASTRTPS_PUBLICATION_MODE="${mode}" bench "pubmode_${mode}_${encoding}" \
-        --configs 1x30 --encoding "${encoding}"
+  for round in $(seq "${PUBMODE_ROUNDS:-2}"); do
+    for config in ${PUBMODE_CONFIGS:-1x30 8x120}; do
+      for mode in SYNCHRONOUS ASYNCHRONOUS; do
+        bench "pubmode_${mode}_${config}_${round}" --configs "${config}" \
+          --node-wrapper "env RMW_FASTRTPS_PUBLICATION_MODE=${mode}"
+      done
     done
-  done
-  for mode in ASYNCHRONOUS SYNCHRONOUS; do
-    RMW_FASTRTPS_PUBLICATION_MODE="${mode}" bench "pubmode_${mode}_8x120" --configs 8x120
   done
 fi
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
