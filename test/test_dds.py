@@ -268,3 +268,14 @@ def test_localhost_discovery_stays_on_this_machine():
     assert counts.get('lo', 0) > 0, 'the capture saw no RTPS packet on lo at all'
     outside = {name: n for name, n in counts.items() if name != 'lo' and n}
     assert outside == {}, f'RTPS packets of domain ports {low}-{high} on {outside}'
+
+
+def test_shm_ports_lists_port_files_with_their_age(tmp_path):
+    """The benchmark's record of shared-memory port files left in /dev/shm."""
+    for name in ('fastdds_port7411', 'fastdds_port26911', 'fastdds_1e2444cb', 'other'):
+        (tmp_path / name).write_bytes(b'')
+    os.utime(tmp_path / 'fastdds_port7411', (1000.0, 1000.0))
+    os.utime(tmp_path / 'fastdds_port26911', (1090.0, 1090.0))
+    assert dds.shm_ports(tmp_path, now=1100.0) == [('fastdds_port26911', 10.0),
+                                                   ('fastdds_port7411', 100.0)]
+    assert dds.shm_ports(tmp_path / 'missing') == []

@@ -37,6 +37,7 @@ import os
 from pathlib import Path
 import random
 import sys
+import time
 
 from xfeat_ros.errors import ParameterError
 
@@ -162,3 +163,29 @@ def add_profile_argument(parser):
         help=f"Fast DDS profile of this tool's ROS processes: '{SHIPPED}' (default: "
              f"{PROFILE_NAME}, shared memory for large messages), a path, or '' for "
              f'Fast DDS defaults; an exported {PROFILE_ENV} always wins')
+
+
+SHM_DIR = Path('/dev/shm')
+
+
+def shm_ports(directory=SHM_DIR, now=None):
+    """
+    Fast DDS shared-memory port files in ``directory``: ``[(name, age in s)]``, by name.
+
+    A port file outlives a process that was killed; a new participant that
+    opens it checks whether its listener is alive and may wait ~1/3 of the
+    transport's health-check timeout doing so (``bench/NOTES.md``: the rare
+    ~0.3 s stalls). The benchmark records them before each run.
+    """
+    now = time.time() if now is None else now
+    try:
+        entries = sorted(Path(directory).glob('fastdds_port*'))
+    except OSError:
+        return []
+    found = []
+    for path in entries:
+        try:
+            found.append((path.name, round(now - path.stat().st_mtime, 1)))
+        except OSError:
+            continue  # removed meanwhile
+    return found

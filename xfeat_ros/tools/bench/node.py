@@ -324,6 +324,7 @@ def run_node_config(args, cameras_count, rate, log_dir):
     result = {'label': label, 'cameras': cameras_count, 'rate_hz': rate,
               'target_hz': cameras_count * rate if rate > 0 else None,
               'duration_s': args.duration, 'error': None}
+    result['shm_ports_before'] = dds.shm_ports()  # leftovers a new participant may wait on
     pub_log_path = Path(log_dir) / f'publisher_{label}.log'
     run = _Run()
     run.baseline_mib = gpu_memory_used_mib()
