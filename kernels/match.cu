@@ -33,17 +33,10 @@
 // TILE (64), MATCH_THREADS (256) and COLLECT_THREADS (1024), read by the Python
 // launches from the same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
-#ifndef DESC_DIM
-#error "DESC_DIM must be defined by the loader"
+#if !defined(MATCH_THREADS) || !defined(COLLECT_THREADS)
+#error "MATCH_THREADS and COLLECT_THREADS must be defined by the loader"
 #endif
-#if DESC_DIM % 32 != 0
-#error "DESC_DIM must be a multiple of 32"
-#endif
-
-#if !defined(TILE) || !defined(MATCH_THREADS) || !defined(COLLECT_THREADS)
-#error "TILE, MATCH_THREADS and COLLECT_THREADS must be defined by the loader"
-#endif
-#if TILE != 64 || MATCH_THREADS != 256
+#if MATCH_THREADS != 256
 #error "the thread mapping is written for 64 x 64 tiles of 256 threads"
 #endif
 #if COLLECT_THREADS % 32 != 0 || COLLECT_THREADS > 1024

@@ -38,16 +38,10 @@
 // TILE (64) and TC_THREADS (256), read by the Python launches from the same place
 // (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 
-#ifndef DESC_DIM
-#error "DESC_DIM must be defined by the loader"
+#ifndef TC_THREADS
+#error "TC_THREADS must be defined by the loader"
 #endif
-#if DESC_DIM % 32 != 0
-#error "DESC_DIM must be a multiple of 32"
-#endif
-#if !defined(TILE) || !defined(TC_THREADS)
-#error "TILE and TC_THREADS must be defined by the loader"
-#endif
-#if TILE != 64 || TC_THREADS != 256
+#if TC_THREADS != 256
 #error "the thread mapping is written for 64 x 64 tiles of 256 threads"
 #endif
 

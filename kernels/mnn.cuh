@@ -9,6 +9,22 @@
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself.
+//
+// The macros both files are given (DESC_DIM, TILE; see their headers) are checked here
+// once, before either file is read.
+
+#ifndef DESC_DIM
+#error "DESC_DIM must be defined by the loader"
+#endif
+#if DESC_DIM % 32 != 0
+#error "DESC_DIM must be a multiple of 32"
+#endif
+#ifndef TILE
+#error "TILE must be defined by the loader"
+#endif
+#if TILE != 64
+#error "the matchers are written for 64 x 64 tiles"
+#endif
 
 typedef unsigned long long u64;
 
