@@ -151,8 +151,8 @@ def kernel_dir():
     added) is passed over.
     """
     tried = []
+    needed = set(ENTRY_POINTS).union(*HEADERS.values())
     for folder in _candidate_dirs():
-        needed = set(ENTRY_POINTS).union(*HEADERS.values())
         if all((folder / name).is_file() for name in needed):
             return folder
         tried.append(str(folder))
