@@ -29,7 +29,9 @@
 #    RMW_FASTRTPS_PUBLICATION_MODE SYNCHRONOUS against ASYNCHRONOUS (a Fast DDS thread sends
 #    each sample), rgb8, configurations PUBMODE_CONFIGS (default "1x30 8x120"), interleaved,
 #    PUBMODE_ROUNDS rounds (default 2).
-# SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode' (default 'ab mono
+# 9. (section pubmode4) the same two modes at 8x120 over 4 node processes with CUDA MPS,
+#    interleaved, PUBMODE_ROUNDS rounds.
+# SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode pubmode4' (default 'ab mono
 # mps'); MPS_ONLY=1 leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
 set -uo pipefail
@@ -128,6 +130,17 @@ if [[ " ${SECTIONS} " == *" pubmode "* ]]; then
   done
 fi
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+if [[ " ${SECTIONS} " == *" pubmode4 "* ]]; then
+  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
+  nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  for round in $(seq "${PUBMODE_ROUNDS:-2}"); do
+    for mode in SYNCHRONOUS ASYNCHRONOUS; do
+      bench "pubmode4_${mode}_8x120_${round}" --configs 8x120 --node-processes 4 \
+        --node-wrapper "env RMW_FASTRTPS_PUBLICATION_MODE=${mode}"
+    done
+  done
+  echo quit | nvidia-cuda-mps-control
+fi
 if [[ " ${SECTIONS} " == *" gc "* ]]; then
   mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
   if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
