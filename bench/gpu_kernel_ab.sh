@@ -14,7 +14,10 @@
 #             compared bit for bit (ransac_fits.txt)
 #   engine    bench/engine_ab.py, variants ENGINE_VARIANTS (default shipped,fused_norm=off),
 #             groups 1 and 8, 3 rounds, interleaved in one process (this tree)
-#   timeline  bench/device_timeline.py, one frame paced 33 ms, base then new
+#   timeline  bench/device_timeline.py, base then new: groups TIMELINE_GROUPS (default 1),
+#             paced TIMELINE_PAUSE_MS (default 33)
+#   pipeline  xfeat_bench pipeline at PIPELINE_SIZES (default 640x480), 1, 8, 16 and 32 in
+#             flight, base then new, ROUNDS rounds (default 2); pipeline_<arm>_<round>.json
 #   host      bench/gpu_host_ab.sh (ROUNDS, PACES, SIZES, FRAMES as there)
 # Everything lands in $OUT; one summary line per step in $OUT/steps.txt.
 set -uo pipefail
@@ -80,7 +83,23 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
         script=bench/device_timeline.py
         [[ ${arm} == base ]] && script=.base/bench/device_timeline.py
         step "timeline_${arm}" "timeline_${arm}.log" timeout 200 python3 "${script}" \
-          --shared "${SHARED}" --groups 1 --pause-ms 33 --out "${OUT}/timeline_${arm}.json"
+          --shared "${SHARED}" --groups "${TIMELINE_GROUPS:-1}" \
+          --pause-ms "${TIMELINE_PAUSE_MS:-33}" --out "${OUT}/timeline_${arm}.json"
+      done
+      ;;
+    pipeline)
+      for round in $(seq "${ROUNDS:-2}"); do
+        for arm in base new; do
+          tree="${PWD}"
+          [[ ${arm} == base ]] && tree="${PWD}/.base"
+          step "pipeline_${arm}_${round}" "pipeline_${arm}_${round}.log" \
+            env PYTHONSAFEPATH=1 PYTHONPATH="${tree}" timeout 300 python3 -m xfeat_ros.tools.bench \
+            pipeline --backend pytorch --images "${SHARED}/data/tum_fr2_desk" \
+            --weights "${PWD}/xfeat_ros/data/xfeat_backbone.npz" \
+            --resolutions "${PIPELINE_SIZES:-640x480}" --in-flight 1,8,16,32 \
+            --baseline-in-flight 1 --no-machine-rates \
+            --json "${OUT}/pipeline_${arm}_${round}.json"
+        done
       done
       ;;
     host)

@@ -6,30 +6,44 @@
 // match.cu's mnn_collect then makes the matches.
 //
 // Entry points (the default of the GPU engine)
-//   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max)
+//   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
+//                 tile_row, tile_col)
 //       S~ = D0 . D1^T on the tensor cores (mma.sync m16n8k8, TF32 operands
 //       rounded to nearest, FP32 accumulation) in 64 x 64 tiles; folds each
 //       row's and each column's largest S~ into row_max / col_max (orderable
-//       float bits, atomicMax; zero before the launch).
+//       float bits, atomicMax; zero before the launch), and stores each tile's
+//       own row and column maxima: tile_row[bx * bound0 + i] for the tile of
+//       columns bx, tile_col[by * bound1 + j] for the tile of rows by
+//       (ceil(bound1 / 64) x bound0 and ceil(bound0 / 64) x bound1 words, not
+//       cleared: every entry read is written first).
 //   mnn_refine_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 margin, best_row, best_col)
-//       recomputes the same S~ tiles; every (i, j) with S~ >= row_max[i] - margin
-//       or S~ >= col_max[j] - margin is a candidate: its similarity is recomputed
-//       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
-//       from 0) and folded into best_row[i] / best_col[j] (packed keys as
-//       mnn_best; zero before the launch). mnn_collect then runs unchanged.
+//                 tile_row, tile_col, margin, best_row, best_col)
+//       every (i, j) with S~ >= row_max[i] - margin or S~ >= col_max[j] - margin
+//       is a candidate. Without recomputing S~: a tile whose maximum in row i
+//       reaches row_max[i] - margin re-checks all of row i's pairs in the tile
+//       (likewise a column), a superset of the candidates. Each pair's
+//       similarity is recomputed exactly as mnn_best does (one FP32 fma chain
+//       over k = 0 .. DESC_DIM - 1 from 0) and folded into best_row[i] /
+//       best_col[j] (packed keys as mnn_best; zero before the launch).
+//       mnn_collect then runs unchanged.
 //   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
 //   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
 //   so any j whose exact value ties or beats the row's best lies within
 //   2 x 1e-3 of the row's S~ maximum; margin = 2^-8 keeps a 2x reserve. Every
 //   maximiser is a candidate, so best_row / best_col (ties included) are
 //   bitwise those of mnn_best. Descriptors longer than ~1.001 need the FP32 path.
+//   Exactness of the superset: folding more exact values in cannot change a maximum
+//   that the candidates already reach, nor its first index among ties.
 //   Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
-//   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
-//   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
+//   TC_THREADS = 256-thread blocks (8 warps) for both. mnn_approx_tc: warp w owns
+//   rows 16 (w / 2) .. +16 and columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA
+//   tiles); DESC_DIM is
 //   streamed through shared memory in chunks of TC_K = 64 (32 where DESC_DIM is
 //   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
-//   every load of a chunk issued before the first use.
+//   every load of a chunk issued before the first use. mnn_refine_tc: the tile's
+//   candidate rows and columns are listed in shared memory; thread k of the block
+//   takes pair k % 64 of list entry k / 64, strided by TC_THREADS; a tile without
+//   candidates returns at once.
 //
 // Counts and keys: see mnn.cuh, which the loader puts before this file.
 //
@@ -165,7 +179,8 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
 mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const float* __restrict__ d1, const int* count1, int bound1,
-              unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max)
+              unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
+              unsigned int* __restrict__ tile_row, unsigned int* __restrict__ tile_col)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
@@ -231,13 +246,21 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     __syncthreads();
     if (tid < TILE) {
+        const int i = i_base + tid;
+        if (i < n0) {
+            tile_row[(long long)blockIdx.x * bound0 + i] = s_row[tid];
+        }
         if (s_row[tid]) {
-            atomicMax(&row_max[i_base + tid], s_row[tid]);
+            atomicMax(&row_max[i], s_row[tid]);
         }
     } else if (tid < 2 * TILE) {
         const int l = tid - TILE;
+        const int j = j_base + l;
+        if (j < n1) {
+            tile_col[(long long)blockIdx.y * bound1 + j] = s_col[l];
+        }
         if (s_col[l]) {
-            atomicMax(&col_max[j_base + l], s_col[l]);
+            atomicMax(&col_max[j], s_col[l]);
         }
     }
 }
@@ -259,10 +282,16 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
     return s;
 }
 
+// A row i is a candidate row of tile (bx, by) when the tile's largest S~ in row i (tile_row,
+// written by mnn_approx_tc) reaches row_max[i] - margin; likewise a column. For a candidate
+// row every column of the tile is re-checked exactly, and so is every row for a candidate
+// column: a superset of the candidates (i, j) of the header, so the maxima are the same.
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
 mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const float* __restrict__ d1, const int* count1, int bound1,
               const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
+              const unsigned int* __restrict__ tile_row,
+              const unsigned int* __restrict__ tile_col,
               float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
     const int n0 = resolve_count(count0, bound0);
@@ -272,44 +301,56 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
     if (i_base >= n0 || j_base >= n1) {
         return;
     }
-    __shared__ unsigned int As[TILE][TC_STRIDE];
-    __shared__ unsigned int Bs[TILE][TC_STRIDE];
-    __shared__ float s_row[TILE];
-    __shared__ float s_col[TILE];
+    __shared__ int s_rows[TILE];
+    __shared__ int s_cols[TILE];
+    __shared__ int s_count[2];
     const int tid = threadIdx.x;
+    if (tid < 2) {
+        s_count[tid] = 0;
+    }
+    __syncthreads();
+    bool flagged = false;
     if (tid < TILE) {
         const int i = i_base + tid;
-        s_row[tid] = i < n0 ? __fsub_rn(from_orderable(row_max[i]), margin) : 0.0f;
+        if (i < n0) {
+            const float bar = __fsub_rn(from_orderable(row_max[i]), margin);
+            flagged = from_orderable(tile_row[(long long)blockIdx.x * bound0 + i]) >= bar;
+            if (flagged) {
+                s_rows[atomicAdd(&s_count[0], 1)] = i;
+            }
+        }
     } else if (tid < 2 * TILE) {
         const int j = j_base + tid - TILE;
-        s_col[tid - TILE] = j < n1 ? __fsub_rn(from_orderable(col_max[j]), margin) : 0.0f;
+        if (j < n1) {
+            const float bar = __fsub_rn(from_orderable(col_max[j]), margin);
+            flagged = from_orderable(tile_col[(long long)blockIdx.y * bound1 + j]) >= bar;
+            if (flagged) {
+                s_cols[atomicAdd(&s_count[1], 1)] = j;
+            }
+        }
     }
-    float acc[4][4];
-    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // its syncs publish s_row/s_col
-    const Fragment f = thread_fragment(tid);
-    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int r = wr + g + 8 * (q >> 1);
-            const int c = wc + nt * 8 + 2 * t + (q & 1);
-            const int i = i_base + r;
-            const int j = j_base + c;
-            if (i >= n0 || j >= n1) {
-                continue;
-            }
-            const bool for_row = acc[nt][q] >= s_row[r];
-            const bool for_col = acc[nt][q] >= s_col[c];
-            if (!(for_row || for_col)) {
-                continue;
-            }
-            const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
-                                             d1 + (long long)j * DESC_DIM);
-            if (for_row) {
+    if (!__syncthreads_or(flagged)) {
+        return;
+    }
+    const int rows = s_count[0];
+    const int items = (rows + s_count[1]) * TILE;
+    for (int k = tid; k < items; k += TC_THREADS) {
+        const int which = k / TILE;
+        const int other = k - which * TILE;
+        if (which < rows) {
+            const int i = s_rows[which];
+            const int j = j_base + other;
+            if (j < n1) {
+                const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
+                                                 d1 + (long long)j * DESC_DIM);
                 atomicMax(&best_row[i], pack(s, j));
             }
-            if (for_col) {
+        } else {
+            const int j = s_cols[which - rows];
+            const int i = i_base + other;
+            if (i < n0) {
+                const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
+                                                 d1 + (long long)j * DESC_DIM);
                 atomicMax(&best_col[j], pack(s, i));
             }
         }

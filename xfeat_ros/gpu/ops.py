@@ -408,14 +408,33 @@ class ScratchViews:
     One matching's scratch, zeroed by one memset of ``nbytes`` from ``best_row``.
 
     ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
-    ``col_max`` uint32 orderable tensor-core maxima (tensor-core path only).
+    ``col_max`` uint32 orderable tensor-core maxima; ``tile_row`` /
+    ``tile_col`` the tensor-core maxima of each 64 x 64 tile's rows and
+    columns (written before they are read, so outside the memset). The last
+    four are used by the tensor-core path only.
     """
 
     best_row: object
     best_col: object
     row_max: object
     col_max: object
+    tile_row: object
+    tile_col: object
     nbytes: int
+
+
+def scratch_layout(rows, cols):
+    """
+    Byte sizes ``(zeroed, total)`` of the matcher's scratch for ``rows`` x ``cols``.
+
+    ``zeroed``: the keys (8 bytes) and maxima (4 bytes) of every row and
+    column; then the tiles' maxima, 4 bytes for each row in every tile of
+    columns and each column in every tile of rows.
+    """
+    rows, cols = int(rows), int(cols)
+    zeroed = 12 * (rows + cols)
+    tiles = blocks(cols, MATCH_TILE) * rows + blocks(rows, MATCH_TILE) * cols
+    return zeroed, zeroed + 4 * tiles
 
 
 class MatchScratch:
@@ -428,19 +447,24 @@ class MatchScratch:
 
     def fits(self, rows, cols):
         """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
-        return self.buffer is not None and self.buffer.nbytes >= 12 * (int(rows) + int(cols))
+        return self.buffer is not None and self.buffer.nbytes >= scratch_layout(rows, cols)[1]
 
     def ensure(self, rows, cols):
         """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
-        nbytes = 12 * (int(rows) + int(cols))
+        zeroed, total = scratch_layout(rows, cols)
         if not self.fits(rows, cols):
-            self.buffer = cp.empty(max(nbytes, 16), dtype=cp.uint8)
+            self.buffer = cp.empty(max(total, 16), dtype=cp.uint8)
             self.generation += 1
         base = self.buffer.data
         keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
         maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
-        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:], nbytes)
+        tile_row = cp.ndarray((blocks(cols, MATCH_TILE) * rows,), dtype=cp.uint32,
+                              memptr=base + zeroed)
+        tile_col = cp.ndarray((blocks(rows, MATCH_TILE) * cols,), dtype=cp.uint32,
+                              memptr=base + zeroed + 4 * tile_row.size)
+        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:],
+                            tile_row, tile_col, zeroed)
 
 
 def check_descriptor_set(side, width, label):
@@ -510,11 +534,13 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
             tc_module = kernels.match_tc_module(int(width), _device_id())
             function(tc_module, 'mnn_approx_tc')(
                 grid, (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max))
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
+                 views.tile_row, views.tile_col))
             function(tc_module, 'mnn_refine_tc')(
                 grid, (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
-                 np.float32(TC_MARGIN), views.best_row, views.best_col))
+                 views.tile_row, views.tile_col, np.float32(TC_MARGIN), views.best_row,
+                 views.best_col))
         else:
             function(module, 'mnn_best')(
                 grid, (MATCH_THREADS,),
