@@ -91,6 +91,13 @@ def test_node_mode_end_to_end(shared_dir, tmp_path):
     lat = row['latency']
     assert lat['n'] == 15 and 0 < lat['median_ms'] <= lat['p99_ms'] <= lat['max_ms'] < 5000
     assert len(row['latencies_ms']) == 15 and min(row['latencies_ms']) > 0
+    # the DDS reception comes before our callback, after the node wrote the Keypoints
+    reader = row['latencies_at_reader_ms']
+    assert len(reader) == 15 and min(reader) > 0
+    assert all(r <= c for r, c in zip(reader, row['latencies_ms']))
+    assert row['latency_at_reader']['n'] == 15 and row['keypoints_transport']['n'] == 15
+    assert 0 <= row['keypoints_transport']['median_ms'] < row['latency_at_reader']['median_ms']
+    assert row['collector_wait']['median_ms'] >= 0
     assert row['node_cpu_percent'] is not None and row['node_cpu_percent'] >= 0
     assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
     png2 = tmp_path / 'again.png'

@@ -83,14 +83,17 @@ class Collector:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.cameras = list(cameras)
-        self.received = []  # (camera index, frame_id, stamp_ns, receipt_ns)
+        # (camera index, frame_id, stamp_ns, receipt_ns, written_ns, arrived_ns): receipt is
+        # when our callback ran; written / arrived the writer's source and our reader's
+        # reception timestamps from the DDS layer (the same system clock as the stamps)
+        self.received = []
         self.matched = {}   # camera index -> writers our Keypoints reader has matched
         self.node_side = {}  # camera name -> the node's diagnostics values
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         for index, name in enumerate(self.cameras):
             self.node.create_subscription(
                 keypoints_type, f'{name}/keypoints',
-                lambda raw, i=index: self._on_keypoints(i, raw), qos, raw=True,
+                lambda raw, info, i=index: self._on_keypoints(i, raw, info), qos, raw=True,
                 event_callbacks=SubscriptionEventCallbacks(
                     matched=lambda info, i=index: self.matched.__setitem__(i, info.current_count)))
         self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
@@ -102,10 +105,11 @@ class Collector:
             if values is not None:
                 self.node_side[name] = values
 
-    def _on_keypoints(self, index, raw):
+    def _on_keypoints(self, index, raw, info):
         now = time.time_ns()
         stamp, frame_id = header_from_cdr(raw)
-        self.received.append((index, frame_id, stamp, now))
+        self.received.append((index, frame_id, stamp, now, info['source_timestamp'],
+                              info['received_timestamp']))
 
     def spin(self, seconds):
         """Spin for ``seconds``."""
@@ -348,13 +352,14 @@ def run_node_config(args, cameras_count, rate, log_dir):
     final = node.merged_log_lines(parse_final_counts)
     received, processed = node_counts(final, run.warm_published, run.warm_delivered)
     measured = [row for row in rows if not row[1].startswith('w')]
-    latencies = [(recv - stamp) / 1e6 for _, _, stamp, recv in measured]
+    latencies = [(row[3] - row[2]) / 1e6 for row in measured]
+    at_reader = [(row[5] - row[2]) / 1e6 for row in measured]
     delivered = len({(row[0], row[1]) for row in measured})
     published = sum(sum(r['published']) for r in run.reports)
     pub_s = ((max(r['end_ns'] for r in run.reports) - min(r['start_ns'] for r in run.reports))
              / 1e9 if run.reports else 0.0)
     first_stamp = min((row[2] for row in measured), default=0)
-    last_recv = max((row[3] for row in measured), default=0)
+    last_arrived = max((row[5] for row in measured), default=0)
     result.update({
         'published': published,
         'publish_hz': published / max(args.duration, pub_s) if published else None,
@@ -363,9 +368,12 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'duplicates': len(measured) - delivered,
         'delivered_per_camera': [sum(1 for row in measured if row[0] == i)
                                  for i in range(cameras_count)],
-        'output_hz': (delivered / max(args.duration, (last_recv - first_stamp) / 1e9)
+        'output_hz': (delivered / max(args.duration, (last_arrived - first_stamp) / 1e9)
                       if delivered else None),
         'latency': latency_summary(latencies),
+        'latency_at_reader': latency_summary(at_reader),
+        'keypoints_transport': latency_summary([(row[5] - row[4]) / 1e6 for row in measured]),
+        'collector_wait': latency_summary([(row[3] - row[5]) / 1e6 for row in measured]),
         'node_cpu_percent': cpu_percent(*run.ticks, run.wall_s, os.sysconf('SC_CLK_TCK')),
         'gpu_memory_mib': run.memory[0], 'gpu_memory_source': run.memory[1],
         'warmup': {'published': run.warm_published, 'delivered': run.warm_delivered},
@@ -373,7 +381,8 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'node_processes': len(node.processes),
         'node_stage_medians_ms': node.merged_log_lines(parse_stage_medians),
         'publisher_reports': run.reports,
-        'latencies_ms': [round(v, 3) for v in latencies]})
+        'latencies_ms': [round(v, 3) for v in latencies],
+        'latencies_at_reader_ms': [round(v, 3) for v in at_reader]})
     return result
 
 
@@ -402,7 +411,13 @@ def run_node(args):
                             'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
                             'collector_heap': malloc,
                             'latency': 'image header stamp (set just before publish) to '
-                                       'receipt of its Keypoints in the collector process',
+                                       'receipt of its Keypoints in the collector process '
+                                       "(its Python callback); latency_at_reader: to the "
+                                       "collector's DDS reader receiving it (the sample's "
+                                       'reception timestamp), so without the collector '
+                                       "process's own backlog (collector_wait); "
+                                       'keypoints_transport: from the node writing the '
+                                       'Keypoints (source timestamp) to that reception',
                             'node_counts': "from the node's final counts log line, warm-up "
                                            'frames subtracted', 'log_dir': str(log_dir)},
                'configs': []}

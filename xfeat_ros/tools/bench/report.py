@@ -112,13 +112,15 @@ def node_table(results):
     """Text table of node results."""
     head = (f'{"config":>8} {"target Hz":>9} {"pub Hz":>8} {"out Hz":>8} | {"published":>9} '
             f'{"received":>8} {"processed":>9} {"delivered":>9} {"dropped":>7} | '
-            f'{"lat p50":>8} {"p99":>8} {"max ms":>8} | {"CPU %":>6} {"GPU MiB":>8}')
+            f'{"lat p50":>8} {"p99":>8} {"max ms":>8} | {"reader p50":>10} {"p99":>8} | '
+            f'{"CPU %":>6} {"GPU MiB":>8}')
     lines = [head, '-' * len(head)]
 
     def num(value, fmt):
         return '-' if value is None else format(value, fmt)
     for r in results['configs']:
         lat = r.get('latency', {})
+        reader = r.get('latency_at_reader', {})
         lines.append(
             f'{r["label"]:>8} {num(r.get("target_hz"), ".0f"):>9} '
             f'{num(r.get("publish_hz"), ".1f"):>8} {num(r.get("output_hz"), ".1f"):>8} | '
@@ -126,6 +128,7 @@ def node_table(results):
             f'{num(r.get("node_processed"), "d"):>9} {num(r.get("delivered"), "d"):>9} '
             f'{num(r.get("dropped"), "d"):>7} | {num(lat.get("median_ms"), ".2f"):>8} '
             f'{num(lat.get("p99_ms"), ".2f"):>8} {num(lat.get("max_ms"), ".2f"):>8} | '
+            f'{num(reader.get("median_ms"), ".2f"):>10} {num(reader.get("p99_ms"), ".2f"):>8} | '
             f'{num(r.get("node_cpu_percent"), ".0f"):>6} '
             f'{num(r.get("gpu_memory_mib"), ".0f"):>8}'
             + (f'  ERROR: {r["error"]}' if r.get('error') else ''))
