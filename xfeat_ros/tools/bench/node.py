@@ -412,7 +412,7 @@ def run_node(args):
                             'collector_heap': malloc,
                             'latency': 'image header stamp (set just before publish) to '
                                        'receipt of its Keypoints in the collector process '
-                                       "(its Python callback); latency_at_reader: to the "
+                                       '(its Python callback); latency_at_reader: to the '
                                        "collector's DDS reader receiving it (the sample's "
                                        'reception timestamp), so without the collector '
                                        "process's own backlog (collector_wait); "
