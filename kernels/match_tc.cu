@@ -7,43 +7,45 @@
 //
 // Entry points (the default of the GPU engine)
 //   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 tile_row, tile_col)
+//                 tile_first, tile_second, tile_arg)
 //       S~ = D0 . D1^T on the tensor cores (mma.sync m16n8k8, TF32 operands
 //       rounded to nearest, FP32 accumulation) in 64 x 64 tiles; folds each
 //       row's and each column's largest S~ into row_max / col_max (orderable
-//       float bits, atomicMax; zero before the launch), and stores each tile's
-//       own row and column maxima: tile_row[bx * bound0 + i] for the tile of
-//       columns bx, tile_col[by * bound1 + j] for the tile of rows by
-//       (ceil(bound1 / 64) x bound0 and ceil(bound0 / 64) x bound1 words, not
-//       cleared: every entry read is written first).
+//       float bits, atomicMax; zero before the launch). For every tile it also
+//       stores, per row and per column of the tile, the two largest S~ (orderable
+//       bits in tile_first / tile_second; equal on a tie; 0: none) and where the
+//       largest is in the tile (tile_arg, 0..63). The rows' table comes first,
+//       entry bx * bound0 + i for row i in the tile of columns bx
+//       (ceil(bound1 / 64) * bound0 entries), then the columns', entry
+//       by * bound1 + j after it. Not cleared: every entry read is written first.
 //   mnn_refine_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 tile_row, tile_col, margin, best_row, best_col)
+//                 tile_first, tile_second, tile_arg, margin, best_row, best_col)
 //       every (i, j) with S~ >= row_max[i] - margin or S~ >= col_max[j] - margin
-//       is a candidate. Without recomputing S~: a tile whose maximum in row i
-//       reaches row_max[i] - margin re-checks all of row i's pairs in the tile
-//       (likewise a column), a superset of the candidates. Each pair's
-//       similarity is recomputed exactly as mnn_best does (one FP32 fma chain
-//       over k = 0 .. DESC_DIM - 1 from 0) and folded into best_row[i] /
-//       best_col[j] (packed keys as mnn_best; zero before the launch).
-//       mnn_collect then runs unchanged.
+//       is a candidate. Without recomputing S~, from the tables: where a tile's
+//       largest S~ of a row reaches row_max[i] - margin and its second does
+//       not, the tile's only candidate of row i is at tile_arg; where the second
+//       reaches it too, every pair of the row in the tile is re-checked (a
+//       superset); likewise columns. Each pair's similarity is recomputed exactly
+//       as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1 from 0)
+//       and folded into best_row[i] / best_col[j] (packed keys as mnn_best; zero
+//       before the launch). mnn_collect then runs unchanged.
 //   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
 //   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
 //   so any j whose exact value ties or beats the row's best lies within
 //   2 x 1e-3 of the row's S~ maximum; margin = 2^-8 keeps a 2x reserve. Every
 //   maximiser is a candidate, so best_row / best_col (ties included) are
 //   bitwise those of mnn_best. Descriptors longer than ~1.001 need the FP32 path.
-//   Exactness of the superset: folding more exact values in cannot change a maximum
-//   that the candidates already reach, nor its first index among ties.
-//   Thread mapping: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
-//   TC_THREADS = 256-thread blocks (8 warps) for both. mnn_approx_tc: warp w owns
-//   rows 16 (w / 2) .. +16 and columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA
-//   tiles); DESC_DIM is
+//   Folding the extra pairs of a superset in cannot change a maximum that the
+//   candidates reach, nor its first index among ties.
+//   Thread mapping: mnn_approx_tc: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
+//   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
+//   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
 //   streamed through shared memory in chunks of TC_K = 64 (32 where DESC_DIM is
 //   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
-//   every load of a chunk issued before the first use. mnn_refine_tc: the tile's
-//   candidate rows and columns are listed in shared memory; thread k of the block
-//   takes pair k % 64 of list entry k / 64, strided by TC_THREADS; a tile without
-//   candidates returns at once.
+//   every load of a chunk issued before the first use. mnn_refine_tc: grid
+//   (ceil(max(rows' entries, columns' entries) / TC_THREADS), 2) of TC_THREADS
+//   threads, one thread per table entry (blockIdx.y 0: rows, 1: columns); a
+//   whole row or column of a tile is shared by the warp, one pair per lane.
 //
 // Counts and keys: see mnn.cuh, which the loader puts before this file.
 //
@@ -176,11 +178,46 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
     }
 }
 
+// The two largest values of a set (orderable bits; 0: none) and where the largest is. On a
+// tie second == first, so arg is then never used.
+struct Top2 {
+    unsigned int first;
+    unsigned int second;
+    int arg;
+};
+
+__device__ __forceinline__ Top2 top2_merge(Top2 a, Top2 b)
+{
+    Top2 r;
+    r.first = max(a.first, b.first);
+    r.second = max(min(a.first, b.first), max(a.second, b.second));
+    r.arg = a.first >= b.first ? a.arg : b.arg;
+    return r;
+}
+
+__device__ __forceinline__ Top2 top2_xor(Top2 v, int lane_mask)
+{
+    Top2 o;
+    o.first = __shfl_xor_sync(0xffffffffu, v.first, lane_mask);
+    o.second = __shfl_xor_sync(0xffffffffu, v.second, lane_mask);
+    o.arg = __shfl_xor_sync(0xffffffffu, v.arg, lane_mask);
+    return top2_merge(v, o);
+}
+
+__device__ __forceinline__ void top2_store(Top2 v, unsigned int* first, unsigned int* second,
+                                           unsigned char* arg, long long at)
+{
+    first[at] = v.first;
+    second[at] = v.second;
+    arg[at] = (unsigned char)v.arg;
+}
+
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
 mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const float* __restrict__ d1, const int* count1, int bound1,
               unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
-              unsigned int* __restrict__ tile_row, unsigned int* __restrict__ tile_col)
+              unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second,
+              unsigned char* __restrict__ tile_arg)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
@@ -191,76 +228,80 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     __shared__ unsigned int As[TILE][TC_STRIDE];
     __shared__ unsigned int Bs[TILE][TC_STRIDE];
-    __shared__ unsigned int s_row[TILE];
-    __shared__ unsigned int s_col[TILE];
+    __shared__ Top2 s_row[2][TILE];  // [column half of the warp][row]
+    __shared__ Top2 s_col[4][TILE];  // [row quarter of the warp][column]
     const int tid = threadIdx.x;
-    if (tid < TILE) {
-        s_row[tid] = 0u;
-        s_col[tid] = 0u;
-    }
     float acc[4][4];
-    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
+    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);
     const Fragment f = thread_fragment(tid);
     const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
-    // rows g and g + 8 of the warp tile: max over this thread's 8 columns, then over t
+    // rows g and g + 8 of the warp tile: top two over this thread's 8 columns, then over t
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = wr + g + 8 * h;
-        unsigned int best = 0u;
+        Top2 v = {0u, 0u, 0};
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int c = wc + nt * 8 + 2 * t + e;
                 if (i_base + r < n0 && j_base + c < n1) {
-                    best = max(best, orderable(acc[nt][2 * h + e]));
+                    const Top2 one = {orderable(acc[nt][2 * h + e]), 0u, c};
+                    v = top2_merge(v, one);
                 }
             }
         }
-        best = max(best, __shfl_xor_sync(0xffffffffu, best, 1));
-        best = max(best, __shfl_xor_sync(0xffffffffu, best, 2));
-        if (t == 0 && best) {
-            atomicMax(&s_row[r], best);
+        v = top2_xor(v, 1);
+        v = top2_xor(v, 2);
+        if (t == 0) {
+            s_row[wc >> 5][r] = v;
         }
     }
-    // columns 2 t + e of each n-tile: max over rows g, g + 8, then over g
+    // columns 2 t + e of each n-tile: top two over rows g, g + 8, then over g
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int c = wc + nt * 8 + 2 * t + e;
-            unsigned int best = 0u;
+            Top2 v = {0u, 0u, 0};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                if (i_base + wr + g + 8 * h < n0 && j_base + c < n1) {
-                    best = max(best, orderable(acc[nt][2 * h + e]));
+                const int r = wr + g + 8 * h;
+                if (i_base + r < n0 && j_base + c < n1) {
+                    const Top2 one = {orderable(acc[nt][2 * h + e]), 0u, r};
+                    v = top2_merge(v, one);
                 }
             }
-            best = max(best, __shfl_xor_sync(0xffffffffu, best, 4));
-            best = max(best, __shfl_xor_sync(0xffffffffu, best, 8));
-            best = max(best, __shfl_xor_sync(0xffffffffu, best, 16));
-            if (g == 0 && best) {
-                atomicMax(&s_col[c], best);
+            v = top2_xor(v, 4);
+            v = top2_xor(v, 8);
+            v = top2_xor(v, 16);
+            if (g == 0) {
+                s_col[wr >> 4][c] = v;
             }
         }
     }
     __syncthreads();
+    const long long cols_at = (long long)((bound1 + TILE - 1) / TILE) * bound0;
     if (tid < TILE) {
         const int i = i_base + tid;
         if (i < n0) {
-            tile_row[(long long)blockIdx.x * bound0 + i] = s_row[tid];
-        }
-        if (s_row[tid]) {
-            atomicMax(&row_max[i], s_row[tid]);
+            const Top2 v = top2_merge(s_row[0][tid], s_row[1][tid]);
+            top2_store(v, tile_first, tile_second, tile_arg, (long long)blockIdx.x * bound0 + i);
+            if (v.first) {
+                atomicMax(&row_max[i], v.first);
+            }
         }
     } else if (tid < 2 * TILE) {
         const int l = tid - TILE;
         const int j = j_base + l;
         if (j < n1) {
-            tile_col[(long long)blockIdx.y * bound1 + j] = s_col[l];
-        }
-        if (s_col[l]) {
-            atomicMax(&col_max[j], s_col[l]);
+            const Top2 v = top2_merge(top2_merge(s_col[0][l], s_col[1][l]),
+                                      top2_merge(s_col[2][l], s_col[3][l]));
+            top2_store(v, tile_first, tile_second, tile_arg,
+                       cols_at + (long long)blockIdx.y * bound1 + j);
+            if (v.first) {
+                atomicMax(&col_max[j], v.first);
+            }
         }
     }
 }
@@ -282,76 +323,69 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
     return s;
 }
 
-// A row i is a candidate row of tile (bx, by) when the tile's largest S~ in row i (tile_row,
-// written by mnn_approx_tc) reaches row_max[i] - margin; likewise a column. For a candidate
-// row every column of the tile is re-checked exactly, and so is every row for a candidate
-// column: a superset of the candidates (i, j) of the header, so the maxima are the same.
+// One thread per (tile, row) of the rows' table (blockIdx.y 0) or per (tile, column) of the
+// columns' (blockIdx.y 1): its candidates in the tile are the entries with S~ >= the row's
+// (column's) maximum - margin. Where only the tile's largest entry reaches that, the
+// thread re-checks that one pair; where the second does too, the warp re-checks the whole
+// row (column) of the tile together. Either way a superset of the candidates.
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
 mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const float* __restrict__ d1, const int* count1, int bound1,
               const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
-              const unsigned int* __restrict__ tile_row,
-              const unsigned int* __restrict__ tile_col,
+              const unsigned int* __restrict__ tile_first,
+              const unsigned int* __restrict__ tile_second,
+              const unsigned char* __restrict__ tile_arg,
               float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
-    const int i_base = blockIdx.y * TILE;
-    const int j_base = blockIdx.x * TILE;
-    if (i_base >= n0 || j_base >= n1) {
-        return;
-    }
-    __shared__ int s_rows[TILE];
-    __shared__ int s_cols[TILE];
-    __shared__ int s_count[2];
-    const int tid = threadIdx.x;
-    if (tid < 2) {
-        s_count[tid] = 0;
-    }
-    __syncthreads();
-    bool flagged = false;
-    if (tid < TILE) {
-        const int i = i_base + tid;
-        if (i < n0) {
-            const float bar = __fsub_rn(from_orderable(row_max[i]), margin);
-            flagged = from_orderable(tile_row[(long long)blockIdx.x * bound0 + i]) >= bar;
-            if (flagged) {
-                s_rows[atomicAdd(&s_count[0], 1)] = i;
-            }
-        }
-    } else if (tid < 2 * TILE) {
-        const int j = j_base + tid - TILE;
-        if (j < n1) {
-            const float bar = __fsub_rn(from_orderable(col_max[j]), margin);
-            flagged = from_orderable(tile_col[(long long)blockIdx.y * bound1 + j]) >= bar;
-            if (flagged) {
-                s_cols[atomicAdd(&s_count[1], 1)] = j;
-            }
+    const bool cols = blockIdx.y == 1;
+    const int bound = cols ? bound1 : bound0;         // the entries' side
+    const int count = cols ? n1 : n0;
+    const int other_count = cols ? n0 : n1;           // the tiles' side
+    const int tiles = ((cols ? bound0 : bound1) + TILE - 1) / TILE;
+    const long long at = (long long)blockIdx.x * TC_THREADS + threadIdx.x;
+    const long long offset = cols ? (long long)((bound1 + TILE - 1) / TILE) * bound0 : 0;
+    int entry = 0, tile = 0;
+    bool flagged = false, whole = false;
+    if (at < (long long)tiles * bound) {
+        tile = (int)(at / bound);
+        entry = (int)(at - (long long)tile * bound);
+        if (entry < count && tile * TILE < other_count) {
+            const float bar = __fsub_rn(from_orderable(cols ? col_max[entry] : row_max[entry]),
+                                        margin);
+            flagged = from_orderable(tile_first[offset + at]) >= bar;
+            whole = flagged && from_orderable(tile_second[offset + at]) >= bar;
         }
     }
-    if (!__syncthreads_or(flagged)) {
-        return;
-    }
-    const int rows = s_count[0];
-    const int items = (rows + s_count[1]) * TILE;
-    for (int k = tid; k < items; k += TC_THREADS) {
-        const int which = k / TILE;
-        const int other = k - which * TILE;
-        if (which < rows) {
-            const int i = s_rows[which];
-            const int j = j_base + other;
-            if (j < n1) {
-                const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
-                                                 d1 + (long long)j * DESC_DIM);
-                atomicMax(&best_row[i], pack(s, j));
-            }
+    if (flagged && !whole) {
+        const int partner = tile * TILE + tile_arg[offset + at];
+        const int i = cols ? partner : entry;
+        const int j = cols ? entry : partner;
+        const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
+                                         d1 + (long long)j * DESC_DIM);
+        if (cols) {
+            atomicMax(&best_col[j], pack(s, i));
         } else {
-            const int j = s_cols[which - rows];
-            const int i = i_base + other;
-            if (i < n0) {
-                const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
-                                                 d1 + (long long)j * DESC_DIM);
+            atomicMax(&best_row[i], pack(s, j));
+        }
+    }
+    unsigned int pending = __ballot_sync(0xffffffffu, whole);
+    const int lane = threadIdx.x & 31;
+    while (pending) {
+        const int src = __ffs(pending) - 1;
+        pending &= pending - 1;
+        const int e = __shfl_sync(0xffffffffu, entry, src);
+        const int base = __shfl_sync(0xffffffffu, tile, src) * TILE;
+        for (int p = base + lane; p < min(base + TILE, other_count); p += 32) {
+            const int i = cols ? p : e;
+            const int j = cols ? e : p;
+            const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
+                                             d1 + (long long)j * DESC_DIM);
+            if (cols) {
                 atomicMax(&best_col[j], pack(s, i));
+            } else {
+                atomicMax(&best_row[i], pack(s, j));
             }
         }
     }

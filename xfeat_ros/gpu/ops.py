@@ -408,19 +408,27 @@ class ScratchViews:
     One matching's scratch, zeroed by one memset of ``nbytes`` from ``best_row``.
 
     ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
-    ``col_max`` uint32 orderable tensor-core maxima; ``tile_row`` /
-    ``tile_col`` the tensor-core maxima of each 64 x 64 tile's rows and
-    columns (written before they are read, so outside the memset). The last
-    four are used by the tensor-core path only.
+    ``col_max`` uint32 orderable tensor-core maxima; ``tile_first`` /
+    ``tile_second`` (uint32) and ``tile_arg`` (uint8) the two largest
+    tensor-core values of each tile's rows, then columns, and where the largest
+    is (written before they are read, so outside the memset). All but the keys
+    are used by the tensor-core path only.
     """
 
     best_row: object
     best_col: object
     row_max: object
     col_max: object
-    tile_row: object
-    tile_col: object
+    tile_first: object
+    tile_second: object
+    tile_arg: object
     nbytes: int
+
+
+def tile_entries(rows, cols):
+    """Entries of the tile tables: each row in every tile of columns, then each column."""
+    rows, cols = int(rows), int(cols)
+    return blocks(cols, MATCH_TILE) * rows + blocks(rows, MATCH_TILE) * cols
 
 
 def scratch_layout(rows, cols):
@@ -428,13 +436,10 @@ def scratch_layout(rows, cols):
     Byte sizes ``(zeroed, total)`` of the matcher's scratch for ``rows`` x ``cols``.
 
     ``zeroed``: the keys (8 bytes) and maxima (4 bytes) of every row and
-    column; then the tiles' maxima, 4 bytes for each row in every tile of
-    columns and each column in every tile of rows.
+    column; then the tile tables, 9 bytes an entry (:func:`tile_entries`).
     """
-    rows, cols = int(rows), int(cols)
-    zeroed = 12 * (rows + cols)
-    tiles = blocks(cols, MATCH_TILE) * rows + blocks(rows, MATCH_TILE) * cols
-    return zeroed, zeroed + 4 * tiles
+    zeroed = 12 * (int(rows) + int(cols))
+    return zeroed, zeroed + 9 * tile_entries(rows, cols)
 
 
 class MatchScratch:
@@ -459,12 +464,12 @@ class MatchScratch:
         base = self.buffer.data
         keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
         maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
-        tile_row = cp.ndarray((blocks(cols, MATCH_TILE) * rows,), dtype=cp.uint32,
-                              memptr=base + zeroed)
-        tile_col = cp.ndarray((blocks(rows, MATCH_TILE) * cols,), dtype=cp.uint32,
-                              memptr=base + zeroed + 4 * tile_row.size)
+        entries = tile_entries(rows, cols)
+        first = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed)
+        second = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed + 4 * entries)
+        arg = cp.ndarray((entries,), dtype=cp.uint8, memptr=base + zeroed + 8 * entries)
         return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:],
-                            tile_row, tile_col, zeroed)
+                            first, second, arg, zeroed)
 
 
 def check_descriptor_set(side, width, label):
@@ -532,15 +537,16 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     with stream:
         if tensor_cores:
             tc_module = kernels.match_tc_module(int(width), _device_id())
+            tables = (views.tile_first, views.tile_second, views.tile_arg)
             function(tc_module, 'mnn_approx_tc')(
                 grid, (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
-                 views.tile_row, views.tile_col))
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
+                + tables)
+            entries = max(blocks(bound1, MATCH_TILE) * bound0, blocks(bound0, MATCH_TILE) * bound1)
             function(tc_module, 'mnn_refine_tc')(
-                grid, (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max,
-                 views.tile_row, views.tile_col, np.float32(TC_MARGIN), views.best_row,
-                 views.best_col))
+                (blocks(entries, TC_THREADS), 2), (TC_THREADS,),
+                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
+                + tables + (np.float32(TC_MARGIN), views.best_row, views.best_col))
         else:
             function(module, 'mnn_best')(
                 grid, (MATCH_THREADS,),
