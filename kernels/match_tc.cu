@@ -7,36 +7,39 @@
 //
 // Entry points (the default of the GPU engine)
 //   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 tile_first, tile_second, tile_arg)
+//                 tile_first, tile_second)
 //       S~ = D0 . D1^T on the tensor cores (mma.sync m16n8k8, TF32 operands
-//       rounded to nearest, FP32 accumulation) in 64 x 64 tiles; folds each
-//       row's and each column's largest S~ into row_max / col_max (orderable
-//       float bits, atomicMax; zero before the launch). For every tile it also
-//       stores, per row and per column of the tile, the two largest S~ (orderable
-//       bits in tile_first / tile_second; equal on a tie; 0: none) and where the
-//       largest is in the tile (tile_arg, 0..63). The rows' table comes first,
-//       entry bx * bound0 + i for row i in the tile of columns bx
-//       (ceil(bound1 / 64) * bound0 entries), then the columns', entry
-//       by * bound1 + j after it. Not cleared: every entry read is written first.
+//       rounded to nearest, FP32 accumulation) in 64 x 64 tiles. For every tile
+//       it stores, per row and per column of the tile, the two largest S~ as
+//       tagged bits (orderable float bits whose low TAG_BITS = 6 hold the
+//       value's place in the tile, 0..63; 0: none) in tile_first / tile_second;
+//       and folds each row's and column's largest, rounded up (tag bits set),
+//       into row_max / col_max (atomicMax; zero before the launch). The rows'
+//       table comes first, entry bx * bound0 + i for row i in the tile of
+//       columns bx (ceil(bound1 / 64) * bound0 entries), then the columns',
+//       entry by * bound1 + j after it. Not cleared: every entry read is
+//       written first.
 //   mnn_refine_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 tile_first, tile_second, tile_arg, margin, best_row, best_col)
+//                 tile_first, tile_second, margin, best_row, best_col)
 //       every (i, j) with S~ >= row_max[i] - margin or S~ >= col_max[j] - margin
-//       is a candidate. Without recomputing S~, from the tables: where a tile's
-//       largest S~ of a row reaches row_max[i] - margin and its second does
-//       not, the tile's only candidate of row i is at tile_arg; where the second
-//       reaches it too, every pair of the row in the tile is re-checked (a
-//       superset); likewise columns. Each pair's similarity is recomputed exactly
-//       as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1 from 0)
-//       and folded into best_row[i] / best_col[j] (packed keys as mnn_best; zero
-//       before the launch). mnn_collect then runs unchanged.
+//       is a candidate. Without recomputing S~, from the tables (each value
+//       rounded up): where a tile's largest S~ of a row reaches row_max[i] -
+//       margin and its second does not, the row's only candidate in the tile
+//       is at the first's tag; where the second reaches it too (ties and
+//       near-ties), every pair of the row in the tile is re-checked (a
+//       superset); likewise columns. Each pair's similarity is recomputed
+//       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
+//       from 0) and folded into best_row[i] / best_col[j] (packed keys as
+//       mnn_best; zero before the launch). mnn_collect then runs unchanged.
 //   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
 //   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
 //   so any j whose exact value ties or beats the row's best lies within
-//   2 x 1e-3 of the row's S~ maximum; margin = 2^-8 keeps a 2x reserve. Every
-//   maximiser is a candidate, so best_row / best_col (ties included) are
-//   bitwise those of mnn_best. Descriptors longer than ~1.001 need the FP32 path.
-//   Folding the extra pairs of a superset in cannot change a maximum that the
-//   candidates reach, nor its first index among ties.
+//   2 x 1e-3 of the row's S~ maximum, which row_max exceeds by under 64 ulp
+//   (< 8e-6); margin = 2^-8 keeps a 2x reserve. Every maximiser is a candidate,
+//   and the tables only ever widen the candidates, so best_row / best_col (ties
+//   included) are bitwise those of mnn_best: folding in extra exact pairs cannot
+//   change a maximum the candidates reach, nor its first index among ties.
+//   Descriptors longer than ~1.001 need the FP32 path.
 //   Thread mapping: mnn_approx_tc: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
 //   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
 //   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
@@ -178,20 +181,39 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
     }
 }
 
-// The two largest values of a set (orderable bits; 0: none) and where the largest is. On a
-// tie second == first, so arg is then never used.
+// The two largest values of a set, as orderable bits with the low TAG_BITS replaced by the
+// value's place in the tile (0..63): tagged(v, p) <= orderable(v) <= tagged(v, p) | TAG_MASK,
+// so the tables bound every value from above (refine ORs TAG_MASK back in) and the largest
+// knows where it is. 0: none. On a tie the second equals the first (no place is trusted).
+#define TAG_BITS 6
+#define TAG_MASK ((1u << TAG_BITS) - 1u)
+#if TILE > (1 << TAG_BITS)
+#error "a tile's places must fit in TAG_BITS"
+#endif
+
 struct Top2 {
     unsigned int first;
     unsigned int second;
-    int arg;
 };
+
+__device__ __forceinline__ unsigned int tagged(float v, int place)
+{
+    return (orderable(v) & ~TAG_MASK) | (unsigned int)place;
+}
 
 __device__ __forceinline__ Top2 top2_merge(Top2 a, Top2 b)
 {
     Top2 r;
     r.first = max(a.first, b.first);
     r.second = max(min(a.first, b.first), max(a.second, b.second));
-    r.arg = a.first >= b.first ? a.arg : b.arg;
+    return r;
+}
+
+__device__ __forceinline__ Top2 top2_add(Top2 a, unsigned int v)
+{
+    Top2 r;
+    r.first = max(a.first, v);
+    r.second = max(a.second, min(a.first, v));
     return r;
 }
 
@@ -200,24 +222,16 @@ __device__ __forceinline__ Top2 top2_xor(Top2 v, int lane_mask)
     Top2 o;
     o.first = __shfl_xor_sync(0xffffffffu, v.first, lane_mask);
     o.second = __shfl_xor_sync(0xffffffffu, v.second, lane_mask);
-    o.arg = __shfl_xor_sync(0xffffffffu, v.arg, lane_mask);
     return top2_merge(v, o);
 }
 
-__device__ __forceinline__ void top2_store(Top2 v, unsigned int* first, unsigned int* second,
-                                           unsigned char* arg, long long at)
-{
-    first[at] = v.first;
-    second[at] = v.second;
-    arg[at] = (unsigned char)v.arg;
-}
-
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
+// At least 6 blocks an SM (registers capped at 40): the kernel waits on memory, and its
+// 35 KB of shared memory fits 6 blocks in an sm_90 SM.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 6)
 mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const float* __restrict__ d1, const int* count1, int bound1,
               unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
-              unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second,
-              unsigned char* __restrict__ tile_arg)
+              unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
@@ -228,26 +242,26 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     __shared__ unsigned int As[TILE][TC_STRIDE];
     __shared__ unsigned int Bs[TILE][TC_STRIDE];
-    __shared__ Top2 s_row[2][TILE];  // [column half of the warp][row]
-    __shared__ Top2 s_col[4][TILE];  // [row quarter of the warp][column]
     const int tid = threadIdx.x;
     float acc[4][4];
-    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);
+    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
+    // the operand tiles are free now: the warps' partial top twos go there
+    Top2 (*s_row)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&As[0][0]);  // [column half][row]
+    Top2 (*s_col)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&Bs[0][0]);  // [row quarter][col]
     const Fragment f = thread_fragment(tid);
     const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
     // rows g and g + 8 of the warp tile: top two over this thread's 8 columns, then over t
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = wr + g + 8 * h;
-        Top2 v = {0u, 0u, 0};
+        Top2 v = {0u, 0u};
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int c = wc + nt * 8 + 2 * t + e;
                 if (i_base + r < n0 && j_base + c < n1) {
-                    const Top2 one = {orderable(acc[nt][2 * h + e]), 0u, c};
-                    v = top2_merge(v, one);
+                    v = top2_add(v, tagged(acc[nt][2 * h + e], c));
                 }
             }
         }
@@ -263,13 +277,12 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const int c = wc + nt * 8 + 2 * t + e;
-            Top2 v = {0u, 0u, 0};
+            Top2 v = {0u, 0u};
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int r = wr + g + 8 * h;
                 if (i_base + r < n0 && j_base + c < n1) {
-                    const Top2 one = {orderable(acc[nt][2 * h + e]), 0u, r};
-                    v = top2_merge(v, one);
+                    v = top2_add(v, tagged(acc[nt][2 * h + e], r));
                 }
             }
             v = top2_xor(v, 4);
@@ -286,9 +299,11 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
         const int i = i_base + tid;
         if (i < n0) {
             const Top2 v = top2_merge(s_row[0][tid], s_row[1][tid]);
-            top2_store(v, tile_first, tile_second, tile_arg, (long long)blockIdx.x * bound0 + i);
+            const long long at = (long long)blockIdx.x * bound0 + i;
+            tile_first[at] = v.first;
+            tile_second[at] = v.second;
             if (v.first) {
-                atomicMax(&row_max[i], v.first);
+                atomicMax(&row_max[i], v.first | TAG_MASK);
             }
         }
     } else if (tid < 2 * TILE) {
@@ -297,10 +312,11 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
         if (j < n1) {
             const Top2 v = top2_merge(top2_merge(s_col[0][l], s_col[1][l]),
                                       top2_merge(s_col[2][l], s_col[3][l]));
-            top2_store(v, tile_first, tile_second, tile_arg,
-                       cols_at + (long long)blockIdx.y * bound1 + j);
+            const long long at = cols_at + (long long)blockIdx.y * bound1 + j;
+            tile_first[at] = v.first;
+            tile_second[at] = v.second;
             if (v.first) {
-                atomicMax(&col_max[j], v.first);
+                atomicMax(&col_max[j], v.first | TAG_MASK);
             }
         }
     }
@@ -334,7 +350,6 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
               const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
               const unsigned int* __restrict__ tile_first,
               const unsigned int* __restrict__ tile_second,
-              const unsigned char* __restrict__ tile_arg,
               float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
     const int n0 = resolve_count(count0, bound0);
@@ -346,7 +361,7 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
     const int tiles = ((cols ? bound0 : bound1) + TILE - 1) / TILE;
     const long long at = (long long)blockIdx.x * TC_THREADS + threadIdx.x;
     const long long offset = cols ? (long long)((bound1 + TILE - 1) / TILE) * bound0 : 0;
-    int entry = 0, tile = 0;
+    int entry = 0, tile = 0, place = 0;
     bool flagged = false, whole = false;
     if (at < (long long)tiles * bound) {
         tile = (int)(at / bound);
@@ -354,12 +369,14 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
         if (entry < count && tile * TILE < other_count) {
             const float bar = __fsub_rn(from_orderable(cols ? col_max[entry] : row_max[entry]),
                                         margin);
-            flagged = from_orderable(tile_first[offset + at]) >= bar;
-            whole = flagged && from_orderable(tile_second[offset + at]) >= bar;
+            const unsigned int first = tile_first[offset + at];
+            place = (int)(first & TAG_MASK);
+            flagged = first && from_orderable(first | TAG_MASK) >= bar;
+            whole = flagged && from_orderable(tile_second[offset + at] | TAG_MASK) >= bar;
         }
     }
     if (flagged && !whole) {
-        const int partner = tile * TILE + tile_arg[offset + at];
+        const int partner = tile * TILE + place;
         const int i = cols ? partner : entry;
         const int j = cols ? entry : partner;
         const float s = exact_similarity(d0 + (long long)i * DESC_DIM,

@@ -409,10 +409,10 @@ class ScratchViews:
 
     ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
     ``col_max`` uint32 orderable tensor-core maxima; ``tile_first`` /
-    ``tile_second`` (uint32) and ``tile_arg`` (uint8) the two largest
-    tensor-core values of each tile's rows, then columns, and where the largest
-    is (written before they are read, so outside the memset). All but the keys
-    are used by the tensor-core path only.
+    ``tile_second`` (uint32) the two largest tensor-core values of each tile's
+    rows, then columns, tagged with their place in the tile (written before
+    they are read, so outside the memset). All but the keys are used by the
+    tensor-core path only.
     """
 
     best_row: object
@@ -421,7 +421,6 @@ class ScratchViews:
     col_max: object
     tile_first: object
     tile_second: object
-    tile_arg: object
     nbytes: int
 
 
@@ -436,10 +435,10 @@ def scratch_layout(rows, cols):
     Byte sizes ``(zeroed, total)`` of the matcher's scratch for ``rows`` x ``cols``.
 
     ``zeroed``: the keys (8 bytes) and maxima (4 bytes) of every row and
-    column; then the tile tables, 9 bytes an entry (:func:`tile_entries`).
+    column; then the two tile tables, 8 bytes an entry (:func:`tile_entries`).
     """
     zeroed = 12 * (int(rows) + int(cols))
-    return zeroed, zeroed + 9 * tile_entries(rows, cols)
+    return zeroed, zeroed + 8 * tile_entries(rows, cols)
 
 
 class MatchScratch:
@@ -467,9 +466,8 @@ class MatchScratch:
         entries = tile_entries(rows, cols)
         first = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed)
         second = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed + 4 * entries)
-        arg = cp.ndarray((entries,), dtype=cp.uint8, memptr=base + zeroed + 8 * entries)
         return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:],
-                            first, second, arg, zeroed)
+                            first, second, zeroed)
 
 
 def check_descriptor_set(side, width, label):
@@ -537,7 +535,7 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
     with stream:
         if tensor_cores:
             tc_module = kernels.match_tc_module(int(width), _device_id())
-            tables = (views.tile_first, views.tile_second, views.tile_arg)
+            tables = (views.tile_first, views.tile_second)
             function(tc_module, 'mnn_approx_tc')(
                 grid, (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
