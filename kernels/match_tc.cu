@@ -184,7 +184,9 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
 // The two largest values of a set, as orderable bits with the low TAG_BITS replaced by the
 // value's place in the tile (0..63): tagged(v, p) <= orderable(v) <= tagged(v, p) | TAG_MASK,
 // so the tables bound every value from above (refine ORs TAG_MASK back in) and the largest
-// knows where it is. 0: none. On a tie the second equals the first (no place is trusted).
+// knows where it is. 0: none. Two values that tie (or differ only in the tag bits) leave a
+// second that equals the first once both are rounded up, so refine re-checks the whole tile
+// row or column and never trusts a place there.
 #define TAG_BITS 6
 #define TAG_MASK ((1u << TAG_BITS) - 1u)
 #if TILE > (1 << TAG_BITS)
