@@ -22,6 +22,9 @@
 //       (ordered compaction by block scan), count to match_count.
 //       Thread mapping: one block of COLLECT_THREADS threads; thread t owns COLLECT_ROWS
 //       consecutive rows of each chunk of COLLECT_THREADS * COLLECT_ROWS rows.
+//   mnn_collect_pairs(table, min_cossim, use_min)
+//       mnn_collect of every pair of a pair table (its rows name each pair's
+//       keys, counts and outputs); one block per pair (grid = pairs).
 //
 // Counts and keys: see mnn.cuh, which the loader puts before this file.
 // Descriptors are row-major [count, DESC_DIM] float32 and unit length. The
@@ -32,6 +35,10 @@
 // 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
 // TILE (64), MATCH_THREADS (256) and COLLECT_THREADS (1024), read by the Python
 // launches from the same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// The pair table's words (xfeat_ros.gpu.kernels.PAIR_TABLE, used through mnn.cuh's
+// pair_row): PT_FIELDS, PT_D0, PT_COUNT0, PT_BOUND0, PT_D1, PT_COUNT1, PT_BOUND1,
+// PT_BEST_ROW, PT_BEST_COL, PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_IDX0,
+// PT_IDX1, PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.
 
 #if !defined(MATCH_THREADS) || !defined(COLLECT_THREADS)
 #error "MATCH_THREADS and COLLECT_THREADS must be defined by the loader"
@@ -186,11 +193,11 @@ __device__ unsigned int block_inclusive_scan(unsigned int v, unsigned int* warp_
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(COLLECT_THREADS)
-mnn_collect(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
-            const int* count0, int bound0, const int* count1, int bound1, float min_cossim,
-            int use_min, int* __restrict__ idx0, int* __restrict__ idx1,
-            float* __restrict__ sim, int* __restrict__ match_count, int capacity)
+__device__ __forceinline__ void
+collect_matches(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
+                const int* count0, int bound0, const int* count1, int bound1, float min_cossim,
+                int use_min, int* __restrict__ idx0, int* __restrict__ idx1,
+                float* __restrict__ sim, int* __restrict__ match_count, int capacity)
 {
     __shared__ unsigned int warp_sums[32];
     __shared__ int s_base;
@@ -244,4 +251,28 @@ mnn_collect(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
     if (threadIdx.x == 0) {
         *match_count = min(s_base, capacity);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(COLLECT_THREADS)
+mnn_collect(const u64* __restrict__ best_row, const u64* __restrict__ best_col,
+            const int* count0, int bound0, const int* count1, int bound1, float min_cossim,
+            int use_min, int* __restrict__ idx0, int* __restrict__ idx1,
+            float* __restrict__ sim, int* __restrict__ match_count, int capacity)
+{
+    collect_matches(best_row, best_col, count0, bound0, count1, bound1, min_cossim, use_min,
+                    idx0, idx1, sim, match_count, capacity);
+}
+
+// Pair blockIdx.x of a pair table, one block each.
+extern "C" __global__ void __launch_bounds__(COLLECT_THREADS)
+mnn_collect_pairs(const u64* __restrict__ table, float min_cossim, int use_min)
+{
+    const u64* p = pair_row(table, blockIdx.x);
+    collect_matches(reinterpret_cast<const u64*>(p[PT_BEST_ROW]),
+                    reinterpret_cast<const u64*>(p[PT_BEST_COL]),
+                    reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
+                    reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1], min_cossim,
+                    use_min, reinterpret_cast<int*>(p[PT_IDX0]),
+                    reinterpret_cast<int*>(p[PT_IDX1]), reinterpret_cast<float*>(p[PT_SIM]),
+                    reinterpret_cast<int*>(p[PT_MATCH_COUNT]), (int)p[PT_CAPACITY]);
 }

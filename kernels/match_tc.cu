@@ -31,6 +31,11 @@
 //       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
 //       from 0) and folded into best_row[i] / best_col[j] (packed keys as
 //       mnn_best; zero before the launch). mnn_collect then runs unchanged.
+//   mnn_approx_tc_pairs(table), mnn_refine_tc_pairs(table, margin)
+//       the same for every pair of a pair table at once (each row names the
+//       pair's descriptor sets, counts, scratch and best keys): blockIdx.z is
+//       the pair, the grid covers the largest pair; blocks past a pair's
+//       counts return. mnn_collect_pairs (match.cu) then collects them.
 //   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
 //   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
 //   so any j whose exact value ties or beats the row's best lies within
@@ -56,6 +61,10 @@
 // 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
 // TILE (64) and TC_THREADS (256), read by the Python launches from the same place
 // (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// The pair table's words (xfeat_ros.gpu.kernels.PAIR_TABLE, used through mnn.cuh's
+// pair_row): PT_FIELDS, PT_D0, PT_COUNT0, PT_BOUND0, PT_D1, PT_COUNT1, PT_BOUND1,
+// PT_BEST_ROW, PT_BEST_COL, PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_IDX0,
+// PT_IDX1, PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.
 
 #ifndef TC_THREADS
 #error "TC_THREADS must be defined by the loader"
@@ -227,13 +236,38 @@ __device__ __forceinline__ Top2 top2_xor(Top2 v, int lane_mask)
     return top2_merge(v, o);
 }
 
-// At least 6 blocks an SM (registers capped at 40): the kernel waits on memory, and its
-// 35 KB of shared memory fits 6 blocks in an sm_90 SM.
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 6)
-mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
-              const float* __restrict__ d1, const int* count1, int bound1,
-              unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
-              unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second)
+// Where a tile's maxima go; Outputs::get() is called only once the products are done, so
+// that the pairs' kernel reads these four pointers from its table late (not held in
+// registers through the products).
+struct TileOutputs {
+    unsigned int* row_max;
+    unsigned int* col_max;
+    unsigned int* tile_first;
+    unsigned int* tile_second;
+};
+
+struct GivenOutputs {
+    TileOutputs out;
+    __device__ __forceinline__ TileOutputs get() const { return out; }
+};
+
+struct TableOutputs {
+    const u64* row;
+    __device__ __forceinline__ TileOutputs get() const
+    {
+        TileOutputs out;
+        out.row_max = reinterpret_cast<unsigned int*>(row[PT_ROW_MAX]);
+        out.col_max = reinterpret_cast<unsigned int*>(row[PT_COL_MAX]);
+        out.tile_first = reinterpret_cast<unsigned int*>(row[PT_TILE_FIRST]);
+        out.tile_second = reinterpret_cast<unsigned int*>(row[PT_TILE_SECOND]);
+        return out;
+    }
+};
+
+template <class Outputs>
+__device__ __forceinline__ void
+approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
+            const float* __restrict__ d1, const int* count1, int bound1, Outputs outputs)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
@@ -297,6 +331,9 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
     }
     __syncthreads();
     const long long cols_at = (long long)((bound1 + TILE - 1) / TILE) * bound0;
+    const TileOutputs out = outputs.get();
+    unsigned int* __restrict__ tile_first = out.tile_first;
+    unsigned int* __restrict__ tile_second = out.tile_second;
     if (tid < TILE) {
         const int i = i_base + tid;
         if (i < n0) {
@@ -305,7 +342,7 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
             tile_first[at] = v.first;
             tile_second[at] = v.second;
             if (v.first) {
-                atomicMax(&row_max[i], v.first | TAG_MASK);
+                atomicMax(&out.row_max[i], v.first | TAG_MASK);
             }
         }
     } else if (tid < 2 * TILE) {
@@ -318,10 +355,42 @@ mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
             tile_first[at] = v.first;
             tile_second[at] = v.second;
             if (v.first) {
-                atomicMax(&col_max[j], v.first | TAG_MASK);
+                atomicMax(&out.col_max[j], v.first | TAG_MASK);
             }
         }
     }
+}
+
+// At least 6 blocks an SM (registers capped at 40): the kernel waits on memory, and its
+// 35 KB of shared memory fits 6 blocks in an sm_90 SM.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 6)
+mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
+              const float* __restrict__ d1, const int* count1, int bound1,
+              unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
+              unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second)
+{
+    const GivenOutputs outputs = {{row_max, col_max, tile_first, tile_second}};
+    approx_tile(d0, count0, bound0, d1, count1, bound1, outputs);
+}
+
+// Pair blockIdx.z of a pair table (mnn.cuh: pair_row). Its pointers and bounds come from
+// global memory, not the parameter bank, so they take registers: at 40 (6 blocks an SM)
+// ptxas spills 8 words once for DESC_DIM 64 (stored before the products, read after);
+// wider descriptors would spill inside the products, so they get 80 registers and 3 blocks.
+#if DESC_DIM <= 64
+#define PAIRS_MIN_BLOCKS 6
+#else
+#define PAIRS_MIN_BLOCKS 3
+#endif
+extern "C" __global__ void __launch_bounds__(TC_THREADS, PAIRS_MIN_BLOCKS)
+mnn_approx_tc_pairs(const u64* __restrict__ table)
+{
+    const u64* p = pair_row(table, blockIdx.z);
+    const TableOutputs outputs = {p};
+    approx_tile(reinterpret_cast<const float*>(p[PT_D0]),
+                reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
+                reinterpret_cast<const float*>(p[PT_D1]),
+                reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1], outputs);
 }
 
 // The similarity exactly as mnn_best computes it: one fma chain in k order from 0.
@@ -346,13 +415,13 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
 // (column's) maximum - margin. Where only the tile's largest entry reaches that, the
 // thread re-checks that one pair; where the second does too, the warp re-checks the whole
 // row (column) of the tile together. Either way a superset of the candidates.
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
-              const float* __restrict__ d1, const int* count1, int bound1,
-              const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
-              const unsigned int* __restrict__ tile_first,
-              const unsigned int* __restrict__ tile_second,
-              float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
+__device__ __forceinline__ void
+refine_entries(const float* __restrict__ d0, const int* count0, int bound0,
+               const float* __restrict__ d1, const int* count1, int bound1,
+               const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
+               const unsigned int* __restrict__ tile_first,
+               const unsigned int* __restrict__ tile_second,
+               float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
     const int n0 = resolve_count(count0, bound0);
     const int n1 = resolve_count(count1, bound1);
@@ -408,4 +477,32 @@ mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
+              const float* __restrict__ d1, const int* count1, int bound1,
+              const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
+              const unsigned int* __restrict__ tile_first,
+              const unsigned int* __restrict__ tile_second,
+              float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
+{
+    refine_entries(d0, count0, bound0, d1, count1, bound1, row_max, col_max, tile_first,
+                   tile_second, margin, best_row, best_col);
+}
+
+// Pair blockIdx.z of a pair table.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+mnn_refine_tc_pairs(const u64* __restrict__ table, float margin)
+{
+    const u64* p = pair_row(table, blockIdx.z);
+    refine_entries(reinterpret_cast<const float*>(p[PT_D0]),
+                   reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
+                   reinterpret_cast<const float*>(p[PT_D1]),
+                   reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1],
+                   reinterpret_cast<const unsigned int*>(p[PT_ROW_MAX]),
+                   reinterpret_cast<const unsigned int*>(p[PT_COL_MAX]),
+                   reinterpret_cast<const unsigned int*>(p[PT_TILE_FIRST]),
+                   reinterpret_cast<const unsigned int*>(p[PT_TILE_SECOND]), margin,
+                   reinterpret_cast<u64*>(p[PT_BEST_ROW]), reinterpret_cast<u64*>(p[PT_BEST_COL]));
 }

@@ -22,6 +22,9 @@
 #ifndef TILE
 #error "TILE must be defined by the loader"
 #endif
+#ifndef PT_FIELDS
+#error "PT_FIELDS and the PT_<FIELD> words must be defined by the loader"
+#endif
 #if TILE != 64
 #error "the matchers are written for 64 x 64 tiles"
 #endif
@@ -52,4 +55,12 @@ __device__ __forceinline__ int unpack_index(u64 key)
 __device__ __forceinline__ int resolve_count(const int* count, int bound)
 {
     return count ? min(max(*count, 0), bound) : bound;
+}
+
+// Row `pair` of a pair table (the *_pairs entry points): PT_FIELDS 64-bit words, PT_<FIELD>
+// the word of each field (xfeat_ros.gpu.kernels.PAIR_TABLE); pointers as integers, counts as
+// a pointer or 0 (then the bound is the count).
+__device__ __forceinline__ const u64* pair_row(const u64* table, unsigned int pair)
+{
+    return table + (long long)pair * PT_FIELDS;
 }

@@ -38,8 +38,9 @@ ENTRY_POINTS = {
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
-    'match.cu': ('mnn_best', 'mnn_collect'),
-    'match_tc.cu': ('mnn_approx_tc', 'mnn_refine_tc'),
+    'match.cu': ('mnn_best', 'mnn_collect', 'mnn_collect_pairs'),
+    'match_tc.cu': ('mnn_approx_tc', 'mnn_refine_tc', 'mnn_approx_tc_pairs',
+                    'mnn_refine_tc_pairs'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score'),
     'ransac_refine.cu': ('ransac_refine',),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
@@ -55,6 +56,13 @@ HEADERS = {'match.cu': ('mnn.cuh',), 'match_tc.cu': ('mnn.cuh',),
 # (detect.cu, describe.cu): where that frame's results go and its scale.
 FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
 FRAME_FIELDS = len(FRAME_TABLE)
+# Pair table: one row of unsigned 64-bit words per pair of a batched match (the *_pairs
+# entry points of match.cu and match_tc.cu): both descriptor sets (pointer, count pointer
+# or 0, bound), the pair's scratch and its outputs.
+PAIR_TABLE = ('d0', 'count0', 'bound0', 'd1', 'count1', 'bound1', 'best_row', 'best_col',
+              'row_max', 'col_max', 'tile_first', 'tile_second', 'idx0', 'idx1', 'sim',
+              'match_count', 'capacity', 'spare')
+PAIR_FIELDS = len(PAIR_TABLE)
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.
 EXACT_OPTIONS = BASE_OPTIONS + ('--fmad=false',)
@@ -189,6 +197,12 @@ def describe_variant(desc_dim=DESCRIPTOR_SIZE):
                          + LAUNCH_DEFINES['describe.cu'], EXACT_OPTIONS)
 
 
+def pair_table_defines():
+    """``PT_FIELDS`` and ``PT_<NAME>`` (word index) macros of every pair-table field."""
+    return (('PT_FIELDS', PAIR_FIELDS),) + tuple(
+        (f'PT_{name.upper()}', i) for i, name in enumerate(PAIR_TABLE))
+
+
 def _check_width(desc_dim):
     if desc_dim not in MATCH_WIDTHS:
         raise ValueError(f'no matcher for width {desc_dim} (built: {MATCH_WIDTHS})')
@@ -197,15 +211,15 @@ def _check_width(desc_dim):
 def match_variant(desc_dim):
     """Mutual-NN matcher (FP32 similarities, collection) for one width (64 or 128)."""
     _check_width(desc_dim)
-    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),) + LAUNCH_DEFINES['match.cu'],
-                         BASE_OPTIONS)
+    return KernelVariant('match.cu', (('DESC_DIM', int(desc_dim)),) + LAUNCH_DEFINES['match.cu']
+                         + pair_table_defines(), BASE_OPTIONS)
 
 
 def match_tc_variant(desc_dim):
     """Tensor-core similarities with the exact FP32 re-check, for one width (64 or 128)."""
     _check_width(desc_dim)
     return KernelVariant('match_tc.cu', (('DESC_DIM', int(desc_dim)),)
-                         + LAUNCH_DEFINES['match_tc.cu'], BASE_OPTIONS)
+                         + LAUNCH_DEFINES['match_tc.cu'] + pair_table_defines(), BASE_OPTIONS)
 
 
 def ransac_variant():

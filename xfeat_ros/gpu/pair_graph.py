@@ -13,9 +13,17 @@ branch joins the main stream before the slots' ``done`` events::
     branch 0:       +-> check(0)                      check(8) ...
     branch 1:                          +-> check(1) ...
 
-The matchers share one scratch in stream order. The whole flush's pairs are one
-CUDA graph, keyed by every pair's buffers and the settings, so a repeated pattern
-of slots replays it (:meth:`GpuEngine._launch` captures and caches).
+A flush of two or more pairs on the tensor cores is matched in chunks of
+:data:`BATCH_PAIRS` pairs, each chunk one launch per kernel through a pair table
+(:mod:`.match_pairs`), and the chunk's checks fork after it::
+
+    main:      match(0..7) -> count copies -> match(8..15) -> ... -> join all
+    branch i:               +-> check(i)
+
+The one-by-one matchers share one scratch in stream order, the chunks another. The
+whole flush's pairs are one CUDA graph, keyed by every pair's buffers and the
+settings, so a repeated pattern of slots replays it (:meth:`GpuEngine._launch`
+captures and caches).
 """
 
 from collections import namedtuple, OrderedDict
@@ -23,12 +31,22 @@ from collections import namedtuple, OrderedDict
 from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
 from xfeat_ros.gpu import ops
 from xfeat_ros.gpu.buffers import copy_async
+from xfeat_ros.gpu.match_pairs import (check_pairs, match_pairs, pair_table_rows, PairScratch,
+                                       tensor_core_ready)
 from xfeat_ros.gpu.ransac import EpipolarRansac
 
 # The epipolar checks of a flush's matches run on this many side streams (branches of
 # the match graph), each with its own scratch: a check keeps 1-16 blocks busy, so
 # several run side by side while the matcher (the whole GPU) goes on with the next pair.
 EPIPOLAR_BRANCHES = 8
+# Plans (with their pair tables) kept, least recently used dropped first: more than the
+# engine keeps graphs (MAX_GRAPHS, 64), so a cached graph's tables, read by every replay,
+# are always still here.
+TABLES_KEPT = 128
+# Pairs matched by one launch per kernel (a flush with more goes in chunks of this many):
+# bounds the pairs' scratch (~4.3 MB a 4096 x 4096 pair) and lets the first chunk's checks
+# start while the next chunk is matched.
+BATCH_PAIRS = 8
 
 # What one enqueue of pairs uses of its engine: the matcher's threshold, whether every
 # match is checked, the graph capture and replay (``launch(cache, key, enqueue)``) and
@@ -46,27 +64,30 @@ class PairMatcher:
         self.desc_dim = desc_dim
         self.graphs = OrderedDict()
         self.scratch = ops.MatchScratch()
+        self.pair_scratch = PairScratch()
+        self.plans = OrderedDict()  # (slot tokens, scratch generation) -> chunks and tables
         self.branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
                           cupy.cuda.Stream(non_blocking=True))
                          for _ in range(EPIPOLAR_BRANCHES)]
 
-    def _match_pair(self, previous, slot, tensor_cores, settings, branch):
-        """
-        Enqueue one pair's mutual-NN matching and its match-count copy (capturable).
+    @staticmethod
+    def _sides(previous, slot):
+        """Return the two :class:`xfeat_ros.gpu.ops.DescriptorSet` of a pair (device counts)."""
+        return (ops.DescriptorSet(previous.descriptors,
+                                  ops.DeviceCount(previous.count, previous.capacity),
+                                  previous.desc_dim),
+                ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
+                                  slot.desc_dim))
 
-        The pair's epipolar check (when ``settings.epipolar``) forks onto side
-        stream ``branch`` right after the matcher; returns the event the main
+    def _after_match(self, previous, slot, settings, branch):
+        """
+        Fork a matched pair's check onto side stream ``branch``; copy its count (capturable).
+
+        The check runs only when ``settings.epipolar``. Returns the event the main
         stream must wait for before the pair's results are read (None without a
         check).
         """
         cupy = self.cupy
-        side0 = ops.DescriptorSet(previous.descriptors,
-                                  ops.DeviceCount(previous.count, previous.capacity),
-                                  previous.desc_dim)
-        side1 = ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
-                                  slot.desc_dim)
-        ops.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
-                            self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
         joined = None
         if settings.epipolar:
             check, stream = self.branches[branch % len(self.branches)]
@@ -83,11 +104,76 @@ class PairMatcher:
         return joined
 
     def _match_pairs(self, pairs, settings):
-        """Enqueue ``pairs`` in order, checks on the branches in turn, then join them."""
-        joins = [self._match_pair(*pair, settings, branch=i) for i, pair in enumerate(pairs)]
+        """Enqueue ``pairs`` one by one, checks on the branches in turn, then join them."""
+        joins = []
+        for i, (previous, slot, tensor_cores) in enumerate(pairs):
+            side0, side1 = self._sides(previous, slot)
+            ops.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
+                                self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
+            joins.append(self._after_match(previous, slot, settings, branch=i))
+        self._join(joins)
+
+    def _match_batches(self, batches, settings):
+        """
+        Enqueue each chunk of pairs as one launch per kernel, then join every check.
+
+        A chunk's checks fork right after its matching.
+        """
+        joins = []
+        for chunk, (table, rows, cols, zeroed) in batches:
+            triples = [(*self._sides(p, s), s.matches) for p, s, _ in chunk]
+            match_pairs(table, triples, rows, cols, zeroed, self.pair_scratch,
+                        settings.min_cossim, self.stream, width=self.desc_dim)
+            joins += [self._after_match(previous, slot, settings, branch=len(joins) + i)
+                      for i, (previous, slot, _) in enumerate(chunk)]
+        self._join(joins)
+
+    def _join(self, joins):
         for joined in joins:
             if joined is not None:
                 self.stream.wait_event(joined)
+
+    def _batches(self, pairs, settings):
+        """
+        Return how a flush's ``pairs`` are matched in chunks of :data:`BATCH_PAIRS`, or None.
+
+        Two or more pairs, all on the tensor cores, are matched a chunk at a
+        time, one launch per kernel (:mod:`.match_pairs`); otherwise (None) one
+        by one. The plan of a pattern of slots (checks, scratch, the chunks'
+        tables uploaded outside any capture) is made once and kept while a graph
+        may use it (:data:`TABLES_KEPT`). Returns ``(graph key, [(chunk, (table,
+        rows, cols, zeroed))])``.
+        """
+        if len(pairs) < 2 or not all(tc for _, _, tc in pairs):
+            return None
+        tokens = tuple((p.token, s.token) for p, s, _ in pairs)
+        plan = self.plans.get((tokens, self.pair_scratch.generation))
+        if plan is None:
+            plan = self._plan(pairs)
+            self.plans[(tokens, self.pair_scratch.generation)] = plan
+            while len(self.plans) > TABLES_KEPT:
+                self.plans.popitem(last=False)
+        self.plans.move_to_end((tokens, self.pair_scratch.generation))
+        if not plan:
+            return None
+        key = ('batches', tokens, settings.min_cossim, self.pair_scratch.generation,
+               settings.epipolar)
+        return key, plan
+
+    def _plan(self, pairs):
+        """Check ``pairs``, size the scratch and upload each chunk's table (empty: unaligned)."""
+        triples = [(*self._sides(p, s), s.matches) for p, s, _ in pairs]
+        if not tensor_core_ready(triples):
+            return []
+        rows, cols = check_pairs(triples, self.desc_dim)
+        self.pair_scratch.ensure(min(len(pairs), BATCH_PAIRS), rows, cols)
+        plan = []
+        for at in range(0, len(pairs), BATCH_PAIRS):
+            chunk = pairs[at:at + BATCH_PAIRS]
+            columns, zeroed = self.pair_scratch.columns(len(chunk), rows, cols)
+            table = self.cupy.asarray(pair_table_rows(triples[at:at + BATCH_PAIRS], columns))
+            plan.append((chunk, (table, rows, cols, zeroed)))
+        return plan
 
     def enqueue(self, pairs, settings):
         """
@@ -96,13 +182,18 @@ class PairMatcher:
         ``settings``: a :data:`PairSettings`. Records each slot's ``done``
         after the pairs (and their checks).
         """
-        rows = max(p.capacity for p, _, _ in pairs)
-        cols = max(s.capacity for _, s, _ in pairs)
-        if not self.scratch.fits(rows, cols):
-            self.scratch.ensure(rows, cols)
-        key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), settings.min_cossim,
-               self.scratch.generation, settings.epipolar)
-        settings.launch(self.graphs, key, lambda: self._match_pairs(pairs, settings))
+        batched = self._batches(pairs, settings)
+        if batched is not None:
+            key, batches = batched
+            settings.launch(self.graphs, key, lambda: self._match_batches(batches, settings))
+        else:
+            rows = max(p.capacity for p, _, _ in pairs)
+            cols = max(s.capacity for _, s, _ in pairs)
+            if not self.scratch.fits(rows, cols):
+                self.scratch.ensure(rows, cols)
+            key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), settings.min_cossim,
+                   self.scratch.generation, settings.epipolar)
+            settings.launch(self.graphs, key, lambda: self._match_pairs(pairs, settings))
         for _, slot, _ in pairs:
             slot.checked = settings.epipolar  # read by the result copies (graph replays too)
             slot.done.record(self.stream)
