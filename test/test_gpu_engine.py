@@ -139,6 +139,28 @@ def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
 
 
 @pytest.mark.gpu
+def test_ten_pairs_in_one_flush_equal_the_reference_matcher(engine, shared_dir):
+    """Ten pairs in one flush: chunks of 8 and 2 through the pair tables (pair_graph)."""
+    from xfeat_ros.gpu.pair_graph import BATCH_PAIRS
+    msgs = flight_messages(shared_dir)
+    msgs = msgs + msgs[:3]
+    assert len(msgs) - 1 > BATCH_PAIRS
+    slots = [engine.alloc_slot() for _ in msgs]
+    for msg, slot in zip(msgs, slots):
+        engine.submit(msg, slot)
+    for prev, slot in zip(slots, slots[1:]):
+        engine.submit_match(prev, slot)
+    engine.synchronize()
+    for prev, slot in zip(slots, slots[1:]):
+        m = engine.matches(slot)
+        idx0, idx1, _ = mutual_nn_match(engine.features(prev).descriptors,
+                                        engine.features(slot).descriptors, 0.82)
+        assert set(zip(m.idx0.tolist(), m.idx1.tolist())) == set(zip(idx0.tolist(),
+                                                                     idx1.tolist()))
+    assert len(engine.matches(slots[-1])) > 50  # tum 2 after tum 1: a real pair
+
+
+@pytest.mark.gpu
 def test_graph_replay_equals_direct_launches(engine, shared_dir):
     from xfeat_ros.gpu.engine import GpuEngine
     direct = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82, graphs=False)
