@@ -410,6 +410,19 @@ __device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
     return s;
 }
 
+// Pair (i, j)'s exact similarity into row i's best key (into column j's when `col`).
+__device__ __forceinline__ void fold_exact(const float* __restrict__ d0,
+                                           const float* __restrict__ d1, int i, int j, bool col,
+                                           u64* __restrict__ best_row, u64* __restrict__ best_col)
+{
+    const float s = exact_similarity(d0 + (long long)i * DESC_DIM, d1 + (long long)j * DESC_DIM);
+    if (col) {
+        atomicMax(&best_col[j], pack(s, i));
+    } else {
+        atomicMax(&best_row[i], pack(s, j));
+    }
+}
+
 // One thread per (tile, row) of the rows' table (blockIdx.y 0) or per (tile, column) of the
 // columns' (blockIdx.y 1): its candidates in the tile are the entries with S~ >= the row's
 // (column's) maximum - margin. Where only the tile's largest entry reaches that, the
@@ -448,15 +461,8 @@ refine_entries(const float* __restrict__ d0, const int* count0, int bound0,
     }
     if (flagged && !whole) {
         const int partner = tile * TILE + place;
-        const int i = cols ? partner : entry;
-        const int j = cols ? entry : partner;
-        const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
-                                         d1 + (long long)j * DESC_DIM);
-        if (cols) {
-            atomicMax(&best_col[j], pack(s, i));
-        } else {
-            atomicMax(&best_row[i], pack(s, j));
-        }
+        fold_exact(d0, d1, cols ? partner : entry, cols ? entry : partner, cols, best_row,
+                   best_col);
     }
     unsigned int pending = __ballot_sync(0xffffffffu, whole);
     const int lane = threadIdx.x & 31;
@@ -466,15 +472,7 @@ refine_entries(const float* __restrict__ d0, const int* count0, int bound0,
         const int e = __shfl_sync(0xffffffffu, entry, src);
         const int base = __shfl_sync(0xffffffffu, tile, src) * TILE;
         for (int p = base + lane; p < min(base + TILE, other_count); p += 32) {
-            const int i = cols ? p : e;
-            const int j = cols ? e : p;
-            const float s = exact_similarity(d0 + (long long)i * DESC_DIM,
-                                             d1 + (long long)j * DESC_DIM);
-            if (cols) {
-                atomicMax(&best_col[j], pack(s, i));
-            } else {
-                atomicMax(&best_row[i], pack(s, j));
-            }
+            fold_exact(d0, d1, cols ? p : e, cols ? e : p, cols, best_row, best_col);
         }
     }
 }

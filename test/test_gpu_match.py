@@ -23,9 +23,9 @@ from xfeat_ros.gpu import ops
 from xfeat_ros.match import mutual_nn_match
 
 
-def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=None):
+def device_sets(cp, d0, d1, width, counts=None):
     """
-    Run the matcher on host descriptors; host (idx0, idx1, sim).
+    Device ``(side0, side1, out)`` of host descriptors, the outputs poisoned.
 
     ``counts`` (n0, n1): device counts below the host bounds ``len(d0)``, ``len(d1)``.
     """
@@ -38,11 +38,22 @@ def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=Non
         if counts is not None:
             count = ops.DeviceCount(cp.asarray(np.array([counts[i]], np.int32)), len(d))
         sides.append(ops.DescriptorSet(cp.asarray(d.reshape(-1)), count, width))
-    ops.mutual_nn_match(sides[0], sides[1], out, ops.MatchScratch(), min_cossim, stream,
-                        width=width, tensor_cores=tensor_cores)
-    stream.synchronize()
+    return sides[0], sides[1], out
+
+
+def host_matches(out):
+    """Host ``(idx0, idx1, sim)`` of a device match output (after a sync)."""
     m = int(out.count.get()[0])
     return out.idx0[:m].get(), out.idx1[:m].get(), out.similarity[:m].get()
+
+
+def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=None):
+    """Run the matcher on host descriptors; host (idx0, idx1, sim) (``counts``: as above)."""
+    side0, side1, out = device_sets(cp, d0, d1, width, counts)
+    ops.mutual_nn_match(side0, side1, out, ops.MatchScratch(), min_cossim, stream,
+                        width=width, tensor_cores=tensor_cores)
+    stream.synchronize()
+    return host_matches(out)
 
 
 def assert_same(cp, stream, d0, d1, width, counts=None):

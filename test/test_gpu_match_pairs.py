@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_gpu_kernels import correspondences, poison, unit_rows
-from test_gpu_match import near_ties
+from test_gpu_kernels import correspondences, unit_rows
+from test_gpu_match import device_sets, host_matches, near_ties
 from xfeat_ros.errors import DescriptorLayoutError
 from xfeat_ros.gpu import kernels, match_pairs, ops
 
@@ -68,25 +68,6 @@ def test_pairs_rejected_before_any_work():
 
 
 # -- on the device --------------------------------------------------------------------------
-
-def device_sets(cp, d0, d1, width, counts=None):
-    """Device (side0, side1, out) of host descriptors, the outputs poisoned."""
-    capacity = max(len(d0), 1)
-    out = ops.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
-                          poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
-    sides = []
-    for i, d in enumerate((d0, d1)):
-        count = len(d)
-        if counts is not None:
-            count = ops.DeviceCount(cp.asarray(np.array([counts[i]], np.int32)), len(d))
-        sides.append(ops.DescriptorSet(cp.asarray(d.reshape(-1)), count, width))
-    return sides[0], sides[1], out
-
-
-def host_matches(out):
-    m = int(out.count.get()[0])
-    return out.idx0[:m].get(), out.idx1[:m].get(), out.similarity[:m].get()
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize('width', [64, 128])
