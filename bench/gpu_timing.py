@@ -159,7 +159,7 @@ def events_ms(cupy, stream, fn, reps=30):
 def parts_breakdown(engine, msgs):
     """Pure device milliseconds of each part per batch size (graph replays, no launch gaps)."""
     from xfeat_ros.image_codec import ENCODINGS
-    from xfeat_ros.gpu import ops
+    from xfeat_ros.gpu import matching, ops
     cupy = engine.cupy
     stream = engine.stream
     out = {}
@@ -188,13 +188,13 @@ def parts_breakdown(engine, msgs):
     engine.submit_group(msgs[:2], slots)
     engine.synchronize()
     for name, tc in (('match tensor cores', True), ('match fp32', False)):
-        side0 = ops.DescriptorSet(slots[0].descriptors, ops.DeviceCount(slots[0].count, 4096),
-                                  64)
-        side1 = ops.DescriptorSet(slots[1].descriptors, ops.DeviceCount(slots[1].count, 4096),
-                                  64)
-        scratch = ops.MatchScratch()
+        side0 = matching.DescriptorSet(slots[0].descriptors, ops.DeviceCount(slots[0].count, 4096),
+                                       64)
+        side1 = matching.DescriptorSet(slots[1].descriptors, ops.DeviceCount(slots[1].count, 4096),
+                                       64)
+        scratch = matching.MatchScratch()
         with cupy.cuda.Device(engine.gpu):
-            out[name] = graph_ms(cupy, stream, lambda: ops.mutual_nn_match(
+            out[name] = graph_ms(cupy, stream, lambda: matching.mutual_nn_match(
                 side0, side1, slots[1].matches, scratch, 0.82, stream, tensor_cores=tc))
     out['keypoints'] = int(slots[1].count.get()[0])
     return out

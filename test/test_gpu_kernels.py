@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from xfeat_ros.errors import DescriptorLayoutError
-from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu import kernels, matching, ops
 from xfeat_ros.image_codec import decode_image, encoding_info, ENCODINGS
 from xfeat_ros.image_files import read_image
 from xfeat_ros.postprocess import (detect, heatmap_from_logits, keypoint_scores, l2_normalize,
@@ -397,10 +397,11 @@ def gpu_match(cp, stream, d0, d1, width, min_cossim, capacity=None, device_count
     else:
         c0, c1 = len(d0), len(d1)
     capacity = capacity or max(len(d0) + extra_rows, 1)
-    out = ops.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
-                          poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
-    ops.mutual_nn_match(ops.DescriptorSet(b0, c0, width), ops.DescriptorSet(b1, c1, width),
-                        out, ops.MatchScratch(), min_cossim, stream, width=width)
+    out = matching.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
+                               poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
+    matching.mutual_nn_match(matching.DescriptorSet(b0, c0, width),
+                             matching.DescriptorSet(b1, c1, width), out, matching.MatchScratch(),
+                             min_cossim, stream, width=width)
     stream.synchronize()
     m = int(out.count.get()[0])
     return out.idx0[:m].get(), out.idx1[:m].get(), out.similarity[:m].get()
@@ -458,50 +459,52 @@ def test_match_empty_side_launches_nothing(cp, stream, monkeypatch):
     monkeypatch.setattr(kernels, 'match_tc_module', no_module)
     d = cp.asarray(unit_rows(np.random.default_rng(0), 10, 64).reshape(-1))
     for c0, c1 in ((0, 10), (10, 0), (0, 0)):
-        out = ops.alloc_match_output(10)
+        out = matching.alloc_match_output(10)
         out.count[:] = 99
-        ops.mutual_nn_match(ops.DescriptorSet(d, c0, 64), ops.DescriptorSet(d, c1, 64), out,
-                            ops.MatchScratch(), 0.82, stream)
+        matching.mutual_nn_match(matching.DescriptorSet(d, c0, 64),
+                                 matching.DescriptorSet(d, c1, 64), out, matching.MatchScratch(),
+                                 0.82, stream)
         stream.synchronize()
         assert int(out.count.get()[0]) == 0
 
 
 def typed_rejections(array_module, stream):
     """Check the three typed rejections (raised before any device work)."""
+    nn_match, dset = matching.mutual_nn_match, matching.DescriptorSet
     buf = array_module.zeros(10 * 64, dtype=np.float32)
-    out = ops.MatchOutput(np.zeros(5, np.int32), np.zeros(5, np.int32), np.zeros(5, np.float32),
-                          np.zeros(1, np.int32))
-    big_out = ops.MatchOutput(np.zeros(64, np.int32), np.zeros(64, np.int32),
-                              np.zeros(64, np.float32), np.zeros(1, np.int32))
-    scratch = ops.MatchScratch()
+    out = matching.MatchOutput(np.zeros(5, np.int32), np.zeros(5, np.int32),
+                               np.zeros(5, np.float32), np.zeros(1, np.int32))
+    big_out = matching.MatchOutput(np.zeros(64, np.int32), np.zeros(64, np.int32),
+                                   np.zeros(64, np.float32), np.zeros(1, np.int32))
+    scratch = matching.MatchScratch()
     # wrong width: a 128-wide set given to the 64-wide matcher (and the reverse)
     with pytest.raises(DescriptorLayoutError, match='width'):
-        ops.mutual_nn_match(ops.DescriptorSet(buf, 5, 128), ops.DescriptorSet(buf, 5, 64),
-                            big_out, scratch, 0.82, stream, width=64)
+        nn_match(dset(buf, 5, 128), dset(buf, 5, 64),
+                 big_out, scratch, 0.82, stream, width=64)
     with pytest.raises(DescriptorLayoutError, match='width'):
-        ops.mutual_nn_match(ops.DescriptorSet(buf, 5, 64), ops.DescriptorSet(buf, 5, 64),
-                            big_out, scratch, 0.82, stream, width=128)
+        nn_match(dset(buf, 5, 64), dset(buf, 5, 64),
+                 big_out, scratch, 0.82, stream, width=128)
     # buffer shorter than count x width
     with pytest.raises(DescriptorLayoutError, match='needs 11 x 64'):
-        ops.mutual_nn_match(ops.DescriptorSet(buf, 11, 64), ops.DescriptorSet(buf, 5, 64),
-                            big_out, scratch, 0.82, stream)
+        nn_match(dset(buf, 11, 64), dset(buf, 5, 64),
+                 big_out, scratch, 0.82, stream)
     # count above the output capacity
     with pytest.raises(DescriptorLayoutError, match='output holds 5'):
-        ops.mutual_nn_match(ops.DescriptorSet(buf, 10, 64), ops.DescriptorSet(buf, 10, 64),
-                            out, scratch, 0.82, stream)
+        nn_match(dset(buf, 10, 64), dset(buf, 10, 64),
+                 out, scratch, 0.82, stream)
 
 
 @pytest.mark.parametrize('rows,cols', [(1, 1), (1, 65), (64, 64), (65, 200), (4096, 4096)])
 def test_match_scratch_layout(rows, cols):
     """Runs on CI: keys and maxima zeroed, then 8 bytes per row per column tile and back."""
-    zeroed, total = ops.scratch_layout(rows, cols)
+    zeroed, total = matching.scratch_layout(rows, cols)
     assert zeroed == 12 * (rows + cols)
     row_tiles, col_tiles = -(-rows // 64), -(-cols // 64)
-    assert ops.tile_entries(rows, cols) == col_tiles * rows + row_tiles * cols
+    assert matching.tile_entries(rows, cols) == col_tiles * rows + row_tiles * cols
     assert total == zeroed + 8 * (col_tiles * rows + row_tiles * cols)
     # monotone, so a buffer sized for the largest pair of a flush fits every pair in it
-    assert ops.scratch_layout(rows + 1, cols)[1] >= total
-    assert ops.scratch_layout(rows, cols + 1)[1] >= total
+    assert matching.scratch_layout(rows + 1, cols)[1] >= total
+    assert matching.scratch_layout(rows, cols + 1)[1] >= total
 
 
 def test_match_typed_rejections_on_host(monkeypatch):

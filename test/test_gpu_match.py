@@ -19,7 +19,7 @@ from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
 from test_gpu_kernels import correspondences, poison, unit_rows
-from xfeat_ros.gpu import ops
+from xfeat_ros.gpu import matching, ops
 from xfeat_ros.match import mutual_nn_match
 
 
@@ -30,14 +30,14 @@ def device_sets(cp, d0, d1, width, counts=None):
     ``counts`` (n0, n1): device counts below the host bounds ``len(d0)``, ``len(d1)``.
     """
     capacity = max(len(d0), 1)
-    out = ops.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
-                          poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
+    out = matching.MatchOutput(poison(cp, capacity, np.int32), poison(cp, capacity, np.int32),
+                               poison(cp, capacity, np.float32), poison(cp, 1, np.int32))
     sides = []
     for i, d in enumerate((d0, d1)):
         count = len(d)
         if counts is not None:
             count = ops.DeviceCount(cp.asarray(np.array([counts[i]], np.int32)), len(d))
-        sides.append(ops.DescriptorSet(cp.asarray(d.reshape(-1)), count, width))
+        sides.append(matching.DescriptorSet(cp.asarray(d.reshape(-1)), count, width))
     return sides[0], sides[1], out
 
 
@@ -50,8 +50,8 @@ def host_matches(out):
 def device_match(cp, stream, d0, d1, width, min_cossim, tensor_cores, counts=None):
     """Run the matcher on host descriptors; host (idx0, idx1, sim) (``counts``: as above)."""
     side0, side1, out = device_sets(cp, d0, d1, width, counts)
-    ops.mutual_nn_match(side0, side1, out, ops.MatchScratch(), min_cossim, stream,
-                        width=width, tensor_cores=tensor_cores)
+    matching.mutual_nn_match(side0, side1, out, matching.MatchScratch(), min_cossim, stream,
+                             width=width, tensor_cores=tensor_cores)
     stream.synchronize()
     return host_matches(out)
 

@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Several pairs matched by one launch per kernel (xfeat_ros.gpu.match_pairs).
+Several pairs matched by one launch per kernel (xfeat_ros.gpu.matching.match_pairs).
 
 On the GPU: every pair's matches bitwise equal the one-pair tensor-core matcher's (and
 so the FP32 kernel's, test_gpu_match.py), with pairs of different sizes, device counts,
@@ -16,7 +16,7 @@ import pytest
 from test_gpu_kernels import correspondences, unit_rows
 from test_gpu_match import device_sets, host_matches, near_ties
 from xfeat_ros.errors import DescriptorLayoutError
-from xfeat_ros.gpu import kernels, match_pairs, ops
+from xfeat_ros.gpu import kernels, matching, ops
 
 
 def fake_array(ptr, size=0):
@@ -25,8 +25,8 @@ def fake_array(ptr, size=0):
 
 def test_pair_scratch_layout():
     """Runs on CI: the pairs' zeroed parts first (one memset), then each pair's tables."""
-    zeroed, total = ops.scratch_layout(4096, 3000)
-    zeroed_each, tables_at, tables_each, whole = match_pairs.pair_scratch_layout(8, 4096, 3000)
+    zeroed, total = matching.scratch_layout(4096, 3000)
+    zeroed_each, tables_at, tables_each, whole = matching.pair_scratch_layout(8, 4096, 3000)
     assert zeroed_each == zeroed and tables_at == 8 * zeroed
     assert tables_each == total - zeroed and whole == 8 * total
 
@@ -40,7 +40,7 @@ def test_pair_table_rows():
     out = SimpleNamespace(idx0=fake_array(4000), idx1=fake_array(5000),
                           similarity=fake_array(6000), count=fake_array(7000), capacity=99)
     scratch = [(11, 12, 13, 14, 15, 16), (21, 22, 23, 24, 25, 26)]
-    rows = match_pairs.pair_table_rows([(side0, side1, out), (side1, side0, out)], scratch)
+    rows = matching.pair_table_rows([(side0, side1, out), (side1, side0, out)], scratch)
     assert rows.shape == (2, kernels.PAIR_FIELDS) and rows.dtype == np.uint64
     first = dict(zip(kernels.PAIR_TABLE, rows[0].tolist()))
     assert (first['d0'], first['count0'], first['bound0']) == (1000, 2000, 77)
@@ -56,15 +56,15 @@ def test_pair_table_rows():
 def test_pairs_rejected_before_any_work():
     """Runs on CI: a wrong width or a short output is a typed error, as one by one."""
     buf = np.zeros(10 * 64, np.float32)
-    out = ops.MatchOutput(np.zeros(5, np.int32), np.zeros(5, np.int32), np.zeros(5, np.float32),
-                          np.zeros(1, np.int32))
-    good = (ops.DescriptorSet(buf, 5, 64), ops.DescriptorSet(buf, 5, 64), out)
+    out = matching.MatchOutput(np.zeros(5, np.int32), np.zeros(5, np.int32),
+                               np.zeros(5, np.float32), np.zeros(1, np.int32))
+    good = (matching.DescriptorSet(buf, 5, 64), matching.DescriptorSet(buf, 5, 64), out)
     with pytest.raises(DescriptorLayoutError, match='width'):
-        match_pairs.check_pairs([good, (ops.DescriptorSet(buf, 5, 128), good[1], out)], 64)
+        matching.check_pairs([good, (matching.DescriptorSet(buf, 5, 128), good[1], out)], 64)
     with pytest.raises(DescriptorLayoutError, match='output holds 5'):
-        match_pairs.check_pairs([good, (ops.DescriptorSet(buf, 10, 64),
-                                        ops.DescriptorSet(buf, 10, 64), out)], 64)
-    assert match_pairs.check_pairs([good, good], 64) == (5, 5)
+        matching.check_pairs([good, (matching.DescriptorSet(buf, 10, 64),
+                                     matching.DescriptorSet(buf, 10, 64), out)], 64)
+    assert matching.check_pairs([good, good], 64) == (5, 5)
 
 
 # -- on the device --------------------------------------------------------------------------
@@ -82,15 +82,15 @@ def test_pairs_in_one_launch_equal_one_by_one(cp, stream, width):
              correspondences(rng, 129, 65, width) + ((0, 65),)]
     for min_cossim in (0.82, -1.0):
         together = [device_sets(cp, d0, d1, width, counts) for d0, d1, counts in cases]
-        scratch = match_pairs.PairScratch()
-        table, rows, cols, zeroed = match_pairs.upload_table(together, scratch, width)
-        match_pairs.match_pairs(table, together, rows, cols, zeroed, scratch, min_cossim, stream,
-                                width=width)
+        scratch = matching.PairScratch()
+        table, rows, cols, zeroed = matching.upload_table(together, scratch, width)
+        matching.match_pairs(table, together, rows, cols, zeroed, scratch, min_cossim, stream,
+                             width=width)
         stream.synchronize()
         for i, ((d0, d1, counts), (side0, side1, out)) in enumerate(zip(cases, together)):
             alone = device_sets(cp, d0, d1, width, counts)
-            ops.mutual_nn_match(alone[0], alone[1], alone[2], ops.MatchScratch(), min_cossim,
-                                stream, width=width, tensor_cores=True)
+            matching.mutual_nn_match(alone[0], alone[1], alone[2], matching.MatchScratch(),
+                                     min_cossim, stream, width=width, tensor_cores=True)
             stream.synchronize()
             for a, b, name in zip(host_matches(out), host_matches(alone[2]),
                                   ('idx0', 'idx1', 'similarity')):

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from xfeat_ros.errors import BackendError
-from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu import kernels, matching, ops
 from xfeat_ros.gpu.ransac import alloc_epipolar_output
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 
@@ -70,7 +70,7 @@ class GpuSlot:
 
     ``keypoints`` float32 [capacity, 2] (original pixels), ``scores`` float32
     [capacity], ``descriptors`` float32 [capacity, 64], ``count`` int32 [1],
-    ``matches`` (:class:`xfeat_ros.gpu.ops.MatchOutput`) against the previous
+    ``matches`` (:class:`xfeat_ros.gpu.matching.MatchOutput`) against the previous
     frame; ``host_counts`` pinned int32 [2] = (keypoints, matches) once the
     slot's ``done`` event has passed (the keypoint count arrives in its
     batch's pinned block, ``count_ref``).
@@ -90,7 +90,7 @@ class GpuSlot:
         self.scores = cupy.empty(self.capacity, dtype=cupy.float32)
         self.descriptors = cupy.empty((self.capacity, self.desc_dim), dtype=cupy.float32)
         self.count = cupy.zeros(1, dtype=cupy.int32)
-        self.matches = ops.alloc_match_output(self.capacity)
+        self.matches = matching.alloc_match_output(self.capacity)
         self.epipolar = alloc_epipolar_output(self.capacity)
         self.host_counts = PinnedBuffer(8, np.int32)
         self.host_counts.array[:] = 0

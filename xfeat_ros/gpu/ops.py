@@ -18,6 +18,8 @@ results go to its own buffers through a device *frame table*
 :func:`top_k` and :func:`sample_descriptors` are the one-frame forms (they
 upload a one-row table, so they cannot be captured in a CUDA graph).
 
+Matching (one pair, or a flush's pairs at once) is :mod:`xfeat_ros.gpu.matching`.
+
 Shapes below omit a leading batch dimension of 1 where the backbone has one;
 all arrays are C-contiguous device arrays.
 """
@@ -27,12 +29,10 @@ import math
 
 import numpy as np
 
-from xfeat_ros.errors import DescriptorLayoutError
 from xfeat_ros.gpu import kernels
 # launch shapes the kernels are compiled with (injected into their preamble)
-from xfeat_ros.gpu.kernels import (COLLECT_THREADS, MATCH_THREADS, MATCH_TILE, NMS_BLOCK,
-                                   NORM_PIXELS, NORM_THREADS, RANK_SPLIT, RANK_THREADS,
-                                   SELECT_THREADS, TC_THREADS)
+from xfeat_ros.gpu.kernels import (NMS_BLOCK, NORM_PIXELS, NORM_THREADS, RANK_SPLIT,
+                                   RANK_THREADS, SELECT_THREADS)
 
 # Block shapes of kernels written for any block size (Python-only choices).
 BLOCK_2D = (32, 8)
@@ -41,9 +41,6 @@ GRID_STRIDE_BLOCKS = 264  # 2 per SM on an H200; grid-stride loops cover any cou
 DESCRIBE_WARPS = 8
 RADIX_BINS = 1 << kernels.RADIX_BITS
 RADIX_PASSES = 64 // kernels.RADIX_BITS  # digits of a 64-bit key
-# Candidates within this much of a row's / column's tensor-core maximum are
-# re-checked in FP32 (match_tc.cu derives the bound: 2^-10 for unit vectors).
-TC_MARGIN = 2.0 ** -8
 
 
 def _cupy():
@@ -360,197 +357,3 @@ def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
     device_count = count.array if isinstance(count, DeviceCount) else None
     table = _upload_table(frame_table_rows([(device_count, None, None, out, 1.0, 1.0)]), stream)
     describe_frames(feats_hwc, model_hw, positions, table, bound, stream, frames=1)
-
-
-# -- matching -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DescriptorSet:
-    """
-    Descriptors as ``(buffer, count, width)``: ``buffer`` float32 device, row-major.
-
-    ``count`` is an int (host) or a :class:`DeviceCount`. The width cannot be
-    recovered from a buffer whose capacity exceeds ``count * width``, so it is
-    always stated.
-    """
-
-    buffer: object
-    count: object
-    width: int
-
-
-@dataclass
-class MatchOutput:
-    """Match results: ``idx0``/``idx1`` int32 [capacity], ``similarity`` float32, ``count``."""
-
-    idx0: object
-    idx1: object
-    similarity: object
-    count: object
-
-    @property
-    def capacity(self):
-        """Most matches the output holds."""
-        return int(self.idx0.shape[0])
-
-
-def alloc_match_output(capacity):
-    """Device :class:`MatchOutput` for up to ``capacity`` matches."""
-    cp = _cupy()
-    capacity = max(int(capacity), 0)
-    return MatchOutput(cp.empty(capacity, dtype=cp.int32), cp.empty(capacity, dtype=cp.int32),
-                       cp.empty(capacity, dtype=cp.float32), cp.zeros(1, dtype=cp.int32))
-
-
-@dataclass(frozen=True)
-class ScratchViews:
-    """
-    One matching's scratch, zeroed by one memset of ``nbytes`` from ``best_row``.
-
-    ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
-    ``col_max`` uint32 orderable tensor-core maxima; ``tile_first`` /
-    ``tile_second`` (uint32) the two largest tensor-core values of each tile's
-    rows, then columns, tagged with their place in the tile (written before
-    they are read, so outside the memset). All but the keys are used by the
-    tensor-core path only.
-    """
-
-    best_row: object
-    best_col: object
-    row_max: object
-    col_max: object
-    tile_first: object
-    tile_second: object
-    nbytes: int
-
-
-def tile_entries(rows, cols):
-    """Entries of the tile tables: each row in every tile of columns, then each column."""
-    rows, cols = int(rows), int(cols)
-    return blocks(cols, MATCH_TILE) * rows + blocks(rows, MATCH_TILE) * cols
-
-
-def scratch_layout(rows, cols):
-    """
-    Byte sizes ``(zeroed, total)`` of the matcher's scratch for ``rows`` x ``cols``.
-
-    ``zeroed``: the keys (8 bytes) and maxima (4 bytes) of every row and
-    column; then the two tile tables, 8 bytes an entry (:func:`tile_entries`).
-    """
-    zeroed = 12 * (int(rows) + int(cols))
-    return zeroed, zeroed + 8 * tile_entries(rows, cols)
-
-
-class MatchScratch:
-    """Per-row / per-column scratch of the matcher in one buffer, grown on demand."""
-
-    def __init__(self):
-        """Start empty (no CuPy needed until :meth:`ensure`)."""
-        self.buffer = None
-        self.generation = 0  # changes whenever the buffer is replaced (graph cache keys)
-
-    def fits(self, rows, cols):
-        """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
-        return self.buffer is not None and self.buffer.nbytes >= scratch_layout(rows, cols)[1]
-
-    def ensure(self, rows, cols):
-        """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
-        cp = _cupy()
-        zeroed, total = scratch_layout(rows, cols)
-        if not self.fits(rows, cols):
-            self.buffer = cp.empty(max(total, 16), dtype=cp.uint8)
-            self.generation += 1
-        base = self.buffer.data
-        keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
-        maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
-        entries = tile_entries(rows, cols)
-        first = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed)
-        second = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed + 4 * entries)
-        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:],
-                            first, second, zeroed)
-
-
-def check_descriptor_set(side, width, label):
-    """
-    Validate a :class:`DescriptorSet` for a ``width``-wide matcher; return its bound.
-
-    Raises :class:`DescriptorLayoutError` for a wrong width, a non-float32 or
-    non-contiguous buffer, a negative count, or a buffer shorter than
-    ``count * width``.
-    """
-    if int(side.width) != int(width):
-        raise DescriptorLayoutError(
-            f'{label}: descriptor width {side.width} does not match the {width}-wide matcher')
-    buffer = side.buffer
-    if getattr(buffer, 'dtype', None) != np.float32 or not buffer.flags.c_contiguous:
-        raise DescriptorLayoutError(f'{label}: descriptors must be a C-contiguous float32 buffer')
-    bound = count_bound(side.count)
-    if bound < 0:
-        raise DescriptorLayoutError(f'{label}: negative descriptor count {bound}')
-    if buffer.size < bound * width:
-        raise DescriptorLayoutError(
-            f'{label}: descriptor buffer holds {buffer.size} values, needs {bound} x {width}')
-    return bound
-
-
-def check_match_capacity(bound0, bound1, out):
-    """Check that a match output holds ``min(count0, count1)`` matches (typed error if not)."""
-    needed = min(bound0, bound1)
-    if needed > out.capacity:
-        raise DescriptorLayoutError(
-            f'up to {needed} matches possible, output holds {out.capacity}')
-
-
-def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
-                    tensor_cores=True):
-    """
-    Mutual-NN matches of two :class:`DescriptorSet` into ``out`` (ordered by idx0).
-
-    ``min_cossim > 0`` also requires similarity strictly above it. A side with
-    a host count of zero gives zero matches and launches no kernel. Raises
-    :class:`DescriptorLayoutError` (see :func:`check_descriptor_set`,
-    :func:`check_match_capacity`) before anything is enqueued.
-
-    ``tensor_cores=True`` finds the candidates on the tensor cores and
-    re-checks them in FP32 (``mnn_approx_tc`` + ``mnn_refine_tc``): the
-    matches and similarities equal the FP32 kernel's (``mnn_best``, used with
-    ``tensor_cores=False``) for descriptors of length <= ~1.001.
-    """
-    bound0 = check_descriptor_set(side0, width, 'side 0')
-    bound1 = check_descriptor_set(side1, width, 'side 1')
-    check_match_capacity(bound0, bound1, out)
-    if bound0 == 0 or bound1 == 0:
-        memset_async(out.count, 0, stream)
-        return
-    # the tensor-core kernels read rows as float4: 16-byte aligned buffers only
-    tensor_cores = bool(tensor_cores) and not (side0.buffer.data.ptr % 16
-                                               or side1.buffer.data.ptr % 16)
-    views = scratch.ensure(bound0, bound1)
-    _cupy().cuda.runtime.memsetAsync(views.best_row.data.ptr, 0, views.nbytes, stream.ptr)
-    module = kernels.match_module(int(width), _device_id())
-    c0, b0 = count_args(side0.count)
-    c1, b1 = count_args(side1.count)
-    use_min = float(min_cossim) > 0
-    grid = (blocks(bound1, MATCH_TILE), blocks(bound0, MATCH_TILE))
-    with stream:
-        if tensor_cores:
-            tc_module = kernels.match_tc_module(int(width), _device_id())
-            tables = (views.tile_first, views.tile_second)
-            function(tc_module, 'mnn_approx_tc')(
-                grid, (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
-                + tables)
-            entries = max(blocks(bound1, MATCH_TILE) * bound0, blocks(bound0, MATCH_TILE) * bound1)
-            function(tc_module, 'mnn_refine_tc')(
-                (blocks(entries, TC_THREADS), 2), (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
-                + tables + (np.float32(TC_MARGIN), views.best_row, views.best_col))
-        else:
-            function(module, 'mnn_best')(
-                grid, (MATCH_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.best_row, views.best_col))
-        function(module, 'mnn_collect')(
-            (1,), (COLLECT_THREADS,),
-            (views.best_row, views.best_col, c0, b0, c1, b1, np.float32(min_cossim),
-             np.int32(use_min), out.idx0, out.idx1, out.similarity, out.count,
-             np.int32(out.capacity)))

@@ -15,7 +15,7 @@ branch joins the main stream before the slots' ``done`` events::
 
 A flush of two or more pairs on the tensor cores is matched in chunks of
 :data:`BATCH_PAIRS` pairs, each chunk one launch per kernel through a pair table
-(:mod:`.match_pairs`), and the chunk's checks fork after it::
+(:mod:`.matching`), and the chunk's checks fork after it::
 
     main:      match(0..7) -> count copies -> match(8..15) -> ... -> join all
     branch i:               +-> check(i)
@@ -29,10 +29,10 @@ captures and caches).
 from collections import namedtuple, OrderedDict
 
 from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
-from xfeat_ros.gpu import ops
+from xfeat_ros.gpu import matching, ops
 from xfeat_ros.gpu.buffers import copy_async
-from xfeat_ros.gpu.match_pairs import (check_pairs, match_pairs, pair_table_rows, PairScratch,
-                                       tensor_core_ready)
+from xfeat_ros.gpu.matching import (check_pairs, match_pairs, pair_table_rows, PairScratch,
+                                    tensor_core_ready)
 from xfeat_ros.gpu.ransac import EpipolarRansac
 
 # The epipolar checks of a flush's matches run on this many side streams (branches of
@@ -63,7 +63,7 @@ class PairMatcher:
         self.stream = stream
         self.desc_dim = desc_dim
         self.graphs = OrderedDict()
-        self.scratch = ops.MatchScratch()
+        self.scratch = matching.MatchScratch()
         self.pair_scratch = PairScratch()
         self.plans = OrderedDict()  # (slot tokens, scratch generation) -> chunks and tables
         self.branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
@@ -72,12 +72,9 @@ class PairMatcher:
 
     @staticmethod
     def _sides(previous, slot):
-        """Return the two :class:`xfeat_ros.gpu.ops.DescriptorSet` of a pair (device counts)."""
-        return (ops.DescriptorSet(previous.descriptors,
-                                  ops.DeviceCount(previous.count, previous.capacity),
-                                  previous.desc_dim),
-                ops.DescriptorSet(slot.descriptors, ops.DeviceCount(slot.count, slot.capacity),
-                                  slot.desc_dim))
+        """Return a pair's two :class:`.matching.DescriptorSet` (device counts)."""
+        return tuple(matching.DescriptorSet(s.descriptors, ops.DeviceCount(s.count, s.capacity),
+                                            s.desc_dim) for s in (previous, slot))
 
     def _after_match(self, previous, slot, settings, branch):
         """
@@ -108,8 +105,8 @@ class PairMatcher:
         joins = []
         for i, (previous, slot, tensor_cores) in enumerate(pairs):
             side0, side1 = self._sides(previous, slot)
-            ops.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
-                                self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
+            matching.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
+                                     self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
             joins.append(self._after_match(previous, slot, settings, branch=i))
         self._join(joins)
 
@@ -138,7 +135,7 @@ class PairMatcher:
         Return how a flush's ``pairs`` are matched in chunks of :data:`BATCH_PAIRS`, or None.
 
         Two or more pairs, all on the tensor cores, are matched a chunk at a
-        time, one launch per kernel (:mod:`.match_pairs`); otherwise (None) one
+        time, one launch per kernel (:mod:`.matching`); otherwise (None) one
         by one. The plan of a pattern of slots (checks, scratch, the chunks'
         tables uploaded outside any capture) is made once and kept while a graph
         may use it (:data:`TABLES_KEPT`). Returns ``(graph key, [(chunk, (table,

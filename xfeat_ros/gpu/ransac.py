@@ -174,7 +174,7 @@ class EpipolarRansac:
         ]
 
     def enqueue_matches(self, keypoints0, keypoints1, matches, out, stream):
-        """:meth:`enqueue` for a :class:`xfeat_ros.gpu.ops.MatchOutput` (device count)."""
+        """:meth:`enqueue` for a :class:`xfeat_ros.gpu.matching.MatchOutput` (device count)."""
         self.enqueue(keypoints0, keypoints1, ops.DeviceCount(matches.count, matches.capacity),
                      out, stream, matches.idx0, matches.idx1)
 
