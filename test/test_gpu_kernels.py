@@ -502,6 +502,11 @@ def test_match_scratch_layout(rows, cols):
     row_tiles, col_tiles = -(-rows // 64), -(-cols // 64)
     assert matching.tile_entries(rows, cols) == col_tiles * rows + row_tiles * cols
     assert total == zeroed + 8 * (col_tiles * rows + row_tiles * cols)
+    # the six parts, back to back: keys of rows and columns, their maxima, then the tables
+    entries = matching.tile_entries(rows, cols)
+    assert matching.scratch_parts(0, zeroed, rows, cols) == (
+        0, 8 * rows, 8 * (rows + cols), 12 * rows + 8 * cols, zeroed, zeroed + 4 * entries)
+    assert zeroed + 8 * entries == total
     # monotone, so a buffer sized for the largest pair of a flush fits every pair in it
     assert matching.scratch_layout(rows + 1, cols)[1] >= total
     assert matching.scratch_layout(rows, cols + 1)[1] >= total

@@ -84,7 +84,7 @@ def test_pairs_in_one_launch_equal_one_by_one(cp, stream, width):
         together = [device_sets(cp, d0, d1, width, counts) for d0, d1, counts in cases]
         scratch = matching.PairScratch()
         table, rows, cols, zeroed = matching.upload_table(together, scratch, width)
-        matching.match_pairs(table, together, rows, cols, zeroed, scratch, min_cossim, stream,
+        matching.match_pairs(table, rows, cols, zeroed, scratch, min_cossim, stream,
                              width=width)
         stream.synchronize()
         for i, ((d0, d1, counts), (side0, side1, out)) in enumerate(zip(cases, together)):

@@ -38,6 +38,23 @@ TC_MARGIN = 2.0 ** -8
 
 # -- one pair -------------------------------------------------------------------------------
 
+def tensor_core_ready(pairs):
+    """Tell whether every pair's descriptors suit the tensor-core kernels (16-byte aligned)."""
+    return all(not (s0.buffer.data.ptr % 16 or s1.buffer.data.ptr % 16) for s0, s1, _ in pairs)
+
+
+def refine_grid(rows, cols, pairs=None):
+    """
+    Grid of ``mnn_refine_tc`` (``pairs`` None) or ``mnn_refine_tc_pairs``.
+
+    One thread per entry of the larger tile table (rows' or columns'), both
+    tables (grid y), and one layer per pair (grid z).
+    """
+    entries = max(blocks(cols, MATCH_TILE) * rows, blocks(rows, MATCH_TILE) * cols)
+    grid = (blocks(entries, TC_THREADS), 2)
+    return grid if pairs is None else grid + (pairs,)
+
+
 @dataclass(frozen=True)
 class DescriptorSet:
     """
@@ -115,33 +132,57 @@ def scratch_layout(rows, cols):
     return zeroed, zeroed + 8 * tile_entries(rows, cols)
 
 
-class MatchScratch:
-    """Per-row / per-column scratch of the matcher in one buffer, grown on demand."""
+def scratch_parts(keys_at, tables_at, rows, cols):
+    """
+    Where one matching's scratch parts lie, given where its keys and its tables start.
+
+    Returns ``(best_row, best_col, row_max, col_max, tile_first, tile_second)``
+    (the fields of :class:`ScratchViews`; pair-table columns), as offsets or
+    addresses like the two given.
+    """
+    maxima_at = keys_at + 8 * (rows + cols)
+    second_at = tables_at + 4 * tile_entries(rows, cols)
+    return (keys_at, keys_at + 8 * rows, maxima_at, maxima_at + 4 * rows, tables_at,
+            second_at)
+
+
+class GrowingBuffer:
+    """One device byte buffer, replaced by a larger one when asked for more (never shrinks)."""
 
     def __init__(self):
-        """Start empty (no CuPy needed until :meth:`ensure`)."""
+        """Start empty (no CuPy needed until :meth:`grow_to`)."""
         self.buffer = None
         self.generation = 0  # changes whenever the buffer is replaced (graph cache keys)
 
+    def holds(self, nbytes):
+        """Tell whether the buffer holds ``nbytes`` without growing."""
+        return self.buffer is not None and self.buffer.nbytes >= nbytes
+
+    def grow_to(self, nbytes):
+        """Replace the buffer by one of ``nbytes`` unless it holds them (not in a capture)."""
+        if not self.holds(nbytes):
+            self.buffer = _cupy().empty(max(nbytes, 16), dtype=np.uint8)
+            self.generation += 1
+
+
+class MatchScratch(GrowingBuffer):
+    """Per-row / per-column scratch of the matcher in one buffer, grown on demand."""
+
     def fits(self, rows, cols):
         """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
-        return self.buffer is not None and self.buffer.nbytes >= scratch_layout(rows, cols)[1]
+        return self.holds(scratch_layout(rows, cols)[1])
 
     def ensure(self, rows, cols):
         """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
         zeroed, total = scratch_layout(rows, cols)
-        if not self.fits(rows, cols):
-            self.buffer = cp.empty(max(total, 16), dtype=cp.uint8)
-            self.generation += 1
-        base = self.buffer.data
-        keys = cp.ndarray((rows + cols,), dtype=cp.uint64, memptr=base)
-        maxima = cp.ndarray((rows + cols,), dtype=cp.uint32, memptr=base + 8 * (rows + cols))
+        self.grow_to(total)
         entries = tile_entries(rows, cols)
-        first = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed)
-        second = cp.ndarray((entries,), dtype=cp.uint32, memptr=base + zeroed + 4 * entries)
-        return ScratchViews(keys[:rows], keys[rows:], maxima[:rows], maxima[rows:],
-                            first, second, zeroed)
+        shapes = ((rows, cp.uint64), (cols, cp.uint64), (rows, cp.uint32), (cols, cp.uint32),
+                  (entries, cp.uint32), (entries, cp.uint32))
+        views = [cp.ndarray((size,), dtype=dtype, memptr=self.buffer.data + offset)
+                 for (size, dtype), offset in zip(shapes, scratch_parts(0, zeroed, rows, cols))]
+        return ScratchViews(*views, zeroed)
 
 
 def check_descriptor_set(side, width, label):
@@ -197,8 +238,7 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
         memset_async(out.count, 0, stream)
         return
     # the tensor-core kernels read rows as float4: 16-byte aligned buffers only
-    tensor_cores = bool(tensor_cores) and not (side0.buffer.data.ptr % 16
-                                               or side1.buffer.data.ptr % 16)
+    tensor_cores = bool(tensor_cores) and tensor_core_ready([(side0, side1, out)])
     views = scratch.ensure(bound0, bound1)
     _cupy().cuda.runtime.memsetAsync(views.best_row.data.ptr, 0, views.nbytes, stream.ptr)
     module = kernels.match_module(int(width), _device_id())
@@ -214,9 +254,8 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
                 grid, (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
                 + tables)
-            entries = max(blocks(bound1, MATCH_TILE) * bound0, blocks(bound0, MATCH_TILE) * bound1)
             function(tc_module, 'mnn_refine_tc')(
-                (blocks(entries, TC_THREADS), 2), (TC_THREADS,),
+                refine_grid(bound0, bound1), (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
                 + tables + (np.float32(TC_MARGIN), views.best_row, views.best_col))
         else:
@@ -245,25 +284,12 @@ def pair_scratch_layout(pairs, rows, cols):
     return zeroed, pairs * zeroed, tables_each, pairs * total
 
 
-class PairScratch:
+class PairScratch(GrowingBuffer):
     """The scratch of a batch of pairs in one buffer, grown on demand."""
-
-    def __init__(self):
-        """Start empty (no CuPy needed until :meth:`ensure`)."""
-        self.buffer = None
-        self.generation = 0  # changes whenever the buffer is replaced (graph cache keys)
-
-    def fits(self, pairs, rows, cols):
-        """Tell whether the buffer holds ``pairs`` pairs of ``rows`` x ``cols``."""
-        return (self.buffer is not None
-                and self.buffer.nbytes >= pair_scratch_layout(pairs, rows, cols)[3])
 
     def ensure(self, pairs, rows, cols):
         """Grow the buffer for ``pairs`` pairs of up to ``rows`` x ``cols`` (not in a capture)."""
-        if not self.fits(pairs, rows, cols):
-            total = pair_scratch_layout(pairs, rows, cols)[3]
-            self.buffer = _cupy().empty(max(total, 16), dtype=np.uint8)
-            self.generation += 1
+        self.grow_to(pair_scratch_layout(pairs, rows, cols)[3])
 
     def columns(self, pairs, rows, cols):
         """
@@ -274,15 +300,8 @@ class PairScratch:
         """
         zeroed, tables_at, tables_each, _ = pair_scratch_layout(pairs, rows, cols)
         base = int(self.buffer.data.ptr)
-        entries = tile_entries(rows, cols)
-        out = []
-        for p in range(pairs):
-            keys = base + p * zeroed
-            maxima = keys + 8 * (rows + cols)
-            first = base + tables_at + p * tables_each
-            out.append((keys, keys + 8 * rows, maxima, maxima + 4 * rows, first,
-                        first + 4 * entries))
-        return out, pairs * zeroed
+        return [scratch_parts(base + p * zeroed, base + tables_at + p * tables_each, rows, cols)
+                for p in range(pairs)], pairs * zeroed
 
 
 def pair_table_rows(pairs, scratch_columns):
@@ -328,9 +347,15 @@ def check_pairs(pairs, width):
     return rows, cols
 
 
-def tensor_core_ready(pairs):
-    """Tell whether every pair's descriptors suit the tensor-core kernels (16-byte aligned)."""
-    return all(not (s0.buffer.data.ptr % 16 or s1.buffer.data.ptr % 16) for s0, s1, _ in pairs)
+def pair_table(pairs, scratch, rows, cols):
+    """
+    Upload the pair table of ``pairs`` (checked; ``scratch`` sized for ``rows`` x ``cols``).
+
+    Outside any capture. Returns ``(table, zeroed)``: the device table and the
+    bytes the launch's memset clears.
+    """
+    columns, zeroed = scratch.columns(len(pairs), rows, cols)
+    return _cupy().asarray(pair_table_rows(pairs, columns)), zeroed
 
 
 def upload_table(pairs, scratch, width):
@@ -342,12 +367,11 @@ def upload_table(pairs, scratch, width):
     """
     rows, cols = check_pairs(pairs, width)
     scratch.ensure(len(pairs), rows, cols)
-    columns, zeroed = scratch.columns(len(pairs), rows, cols)
-    table = _cupy().asarray(pair_table_rows(pairs, columns))
+    table, zeroed = pair_table(pairs, scratch, rows, cols)
     return table, rows, cols, zeroed
 
 
-def match_pairs(table, pairs, rows, cols, zeroed, scratch, min_cossim, stream, width=64):
+def match_pairs(table, rows, cols, zeroed, scratch, min_cossim, stream, width=64):
     """
     Enqueue the matching of every pair of ``table`` on ``stream`` (capturable, no sync).
 
@@ -356,19 +380,17 @@ def match_pairs(table, pairs, rows, cols, zeroed, scratch, min_cossim, stream, w
     writes them with ``tensor_cores=True``.
     """
     cp = _cupy()
-    count = len(pairs)
+    count = int(table.shape[0])
     cp.cuda.runtime.memsetAsync(scratch.buffer.data.ptr, 0, zeroed, stream.ptr)
     tc_module = kernels.match_tc_module(int(width), _device_id())
     module = kernels.match_module(int(width), _device_id())
-    entries = max(blocks(cols, MATCH_TILE) * rows, blocks(rows, MATCH_TILE) * cols)
     use_min = float(min_cossim) > 0
     with stream:
         function(tc_module, 'mnn_approx_tc_pairs')(
             (blocks(cols, MATCH_TILE), blocks(rows, MATCH_TILE), count), (TC_THREADS,),
             (table,))
         function(tc_module, 'mnn_refine_tc_pairs')(
-            (blocks(entries, TC_THREADS), 2, count), (TC_THREADS,),
-            (table, np.float32(TC_MARGIN)))
+            refine_grid(rows, cols, count), (TC_THREADS,), (table, np.float32(TC_MARGIN)))
         function(module, 'mnn_collect_pairs')(
             (count,), (COLLECT_THREADS,),
             (table, np.float32(min_cossim), np.int32(use_min)))

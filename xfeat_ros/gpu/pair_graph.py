@@ -31,7 +31,7 @@ from collections import namedtuple, OrderedDict
 from xfeat_ros.geometry import EPIPOLAR_THRESHOLD_PX
 from xfeat_ros.gpu import matching, ops
 from xfeat_ros.gpu.buffers import copy_async
-from xfeat_ros.gpu.matching import (check_pairs, match_pairs, pair_table_rows, PairScratch,
+from xfeat_ros.gpu.matching import (check_pairs, match_pairs, pair_table, PairScratch,
                                     tensor_core_ready)
 from xfeat_ros.gpu.ransac import EpipolarRansac
 
@@ -118,9 +118,8 @@ class PairMatcher:
         """
         joins = []
         for chunk, (table, rows, cols, zeroed) in batches:
-            triples = [(*self._sides(p, s), s.matches) for p, s, _ in chunk]
-            match_pairs(table, triples, rows, cols, zeroed, self.pair_scratch,
-                        settings.min_cossim, self.stream, width=self.desc_dim)
+            match_pairs(table, rows, cols, zeroed, self.pair_scratch, settings.min_cossim,
+                        self.stream, width=self.desc_dim)
             joins += [self._after_match(previous, slot, settings, branch=len(joins) + i)
                       for i, (previous, slot, _) in enumerate(chunk)]
         self._join(joins)
@@ -166,10 +165,9 @@ class PairMatcher:
         self.pair_scratch.ensure(min(len(pairs), BATCH_PAIRS), rows, cols)
         plan = []
         for at in range(0, len(pairs), BATCH_PAIRS):
-            chunk = pairs[at:at + BATCH_PAIRS]
-            columns, zeroed = self.pair_scratch.columns(len(chunk), rows, cols)
-            table = self.cupy.asarray(pair_table_rows(triples[at:at + BATCH_PAIRS], columns))
-            plan.append((chunk, (table, rows, cols, zeroed)))
+            table, zeroed = pair_table(triples[at:at + BATCH_PAIRS], self.pair_scratch, rows,
+                                       cols)
+            plan.append((pairs[at:at + BATCH_PAIRS], (table, rows, cols, zeroed)))
         return plan
 
     def enqueue(self, pairs, settings):
