@@ -73,13 +73,7 @@ mnn_best(const float* __restrict__ d0, const int* count0, int bound0,
     const int tx = tid & 15;
     const int ty = tid >> 4;
     float acc[4][4];
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            acc[p][q] = 0.0f;
-        }
-    }
+    zero_tile(acc);
     for (int k0 = 0; k0 < DESC_DIM; k0 += KCHUNK) {
         for (int e = tid; e < TILE * KCHUNK; e += MATCH_THREADS) {
             const int r = e / KCHUNK;

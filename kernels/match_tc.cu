@@ -125,18 +125,12 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
                                               const float* __restrict__ d1, int n1,
                                               int i_base, int j_base,
                                               unsigned int (*As)[TC_STRIDE],
-                                              unsigned int (*Bs)[TC_STRIDE], float acc[4][4])
+                                              unsigned int (*Bs)[TC_STRIDE], float (&acc)[4][4])
 {
     const int tid = threadIdx.x;
     const Fragment f = thread_fragment(tid);
     const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            acc[nt][q] = 0.0f;
-        }
-    }
+    zero_tile(acc);
     for (int k0 = 0; k0 < DESC_DIM; k0 += TC_K) {
         // 64 rows x TC_K floats per side; TC_LOADS float4 per thread per side, all
         // issued before the first is stored (one memory latency per chunk)

@@ -52,6 +52,18 @@ __device__ __forceinline__ int unpack_index(u64 key)
     return (int)(0xFFFFFFFFu - (unsigned int)(key & 0xFFFFFFFFull));
 }
 
+// A thread's 4 x 4 similarity accumulators, cleared (both matchers' tiles).
+__device__ __forceinline__ void zero_tile(float (&acc)[4][4])
+{
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            acc[p][q] = 0.0f;
+        }
+    }
+}
+
 __device__ __forceinline__ int resolve_count(const int* count, int bound)
 {
     return count ? min(max(*count, 0), bound) : bound;
