@@ -13,7 +13,7 @@
 #             base then new; the device's masks, models and hypotheses of every pair
 #             compared bit for bit (ransac_fits.txt)
 #   engine    bench/engine_ab.py, variants ENGINE_VARIANTS (default shipped,fused_norm=off),
-#             groups 1 and 8, 3 rounds, interleaved in one process (this tree)
+#             groups ENGINE_GROUPS (default 1,8), ENGINE_ROUNDS rounds (default 3), interleaved in one process (this tree)
 #   timeline  bench/device_timeline.py, base then new: groups TIMELINE_GROUPS (default 1),
 #             paced TIMELINE_PAUSE_MS (default 33)
 #   pipeline  xfeat_bench pipeline at PIPELINE_SIZES (default 640x480), 1, 8, 16 and 32 in
@@ -75,8 +75,8 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
       ;;
     engine)
       step engine_ab engine_ab.log timeout 400 python3 bench/engine_ab.py --shared "${SHARED}" \
-        --variants "${ENGINE_VARIANTS:-shipped,fused_norm=off}" --groups 1,8 --rounds 3 \
-        --out "${OUT}/engine_ab.json"
+        --variants "${ENGINE_VARIANTS:-shipped,fused_norm=off}" --groups "${ENGINE_GROUPS:-1,8}" \
+        --rounds "${ENGINE_ROUNDS:-3}" --out "${OUT}/engine_ab.json"
       ;;
     timeline)
       for arm in base new; do

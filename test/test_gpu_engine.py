@@ -139,18 +139,23 @@ def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
 
 
 @pytest.mark.gpu
-def test_ten_pairs_in_one_flush_equal_the_reference_matcher(engine, shared_dir):
-    """Ten pairs in one flush: chunks of 8 and 2 through the pair tables (pair_graph)."""
+@pytest.mark.parametrize('chunk', [None, 1, 3])
+def test_ten_pairs_in_one_flush_equal_the_reference_matcher(engine, shared_dir, chunk):
+    """Ten pairs in one flush, in chunks through the pair tables (pair_graph): 8 + 2 (shipped), 1s, 3s."""
     from xfeat_ros.gpu.pair_graph import BATCH_PAIRS
     msgs = flight_messages(shared_dir)
     msgs = msgs + msgs[:3]
     assert len(msgs) - 1 > BATCH_PAIRS
     slots = [engine.alloc_slot() for _ in msgs]
-    for msg, slot in zip(msgs, slots):
-        engine.submit(msg, slot)
-    for prev, slot in zip(slots, slots[1:]):
-        engine.submit_match(prev, slot)
-    engine.synchronize()
+    engine._pairs.batch_pairs = chunk or BATCH_PAIRS
+    try:
+        for msg, slot in zip(msgs, slots):
+            engine.submit(msg, slot)
+        for prev, slot in zip(slots, slots[1:]):
+            engine.submit_match(prev, slot)
+        engine.synchronize()
+    finally:
+        engine._pairs.batch_pairs = BATCH_PAIRS
     for prev, slot in zip(slots, slots[1:]):
         m = engine.matches(slot)
         idx0, idx1, _ = mutual_nn_match(engine.features(prev).descriptors,

@@ -66,6 +66,7 @@ class PairMatcher:
         self.scratch = matching.MatchScratch()
         self.pair_scratch = PairScratch()
         self.plans = OrderedDict()  # (slot tokens, scratch generation) -> chunks and tables
+        self.batch_pairs = BATCH_PAIRS
         self.branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
                           cupy.cuda.Stream(non_blocking=True))
                          for _ in range(EPIPOLAR_BRANCHES)]
@@ -143,17 +144,19 @@ class PairMatcher:
         if len(pairs) < 2 or not all(tc for _, _, tc in pairs):
             return None
         tokens = tuple((p.token, s.token) for p, s, _ in pairs)
-        plan = self.plans.get((tokens, self.pair_scratch.generation))
+        plan_key = (tokens, self.pair_scratch.generation, self.batch_pairs)
+        plan = self.plans.get(plan_key)
         if plan is None:
             plan = self._plan(pairs)
-            self.plans[(tokens, self.pair_scratch.generation)] = plan
+            plan_key = (tokens, self.pair_scratch.generation, self.batch_pairs)
+            self.plans[plan_key] = plan
             while len(self.plans) > TABLES_KEPT:
                 self.plans.popitem(last=False)
-        self.plans.move_to_end((tokens, self.pair_scratch.generation))
+        self.plans.move_to_end(plan_key)
         if not plan:
             return None
         key = ('batches', tokens, settings.min_cossim, self.pair_scratch.generation,
-               settings.epipolar)
+               self.batch_pairs, settings.epipolar)
         return key, plan
 
     def _plan(self, pairs):
@@ -162,12 +165,12 @@ class PairMatcher:
         if not tensor_core_ready(triples):
             return []
         rows, cols = check_pairs(triples, self.desc_dim)
-        self.pair_scratch.ensure(min(len(pairs), BATCH_PAIRS), rows, cols)
+        size = self.batch_pairs
+        self.pair_scratch.ensure(min(len(pairs), size), rows, cols)
         plan = []
-        for at in range(0, len(pairs), BATCH_PAIRS):
-            table, zeroed = pair_table(triples[at:at + BATCH_PAIRS], self.pair_scratch, rows,
-                                       cols)
-            plan.append((pairs[at:at + BATCH_PAIRS], (table, rows, cols, zeroed)))
+        for at in range(0, len(pairs), size):
+            table, zeroed = pair_table(triples[at:at + size], self.pair_scratch, rows, cols)
+            plan.append((pairs[at:at + size], (table, rows, cols, zeroed)))
         return plan
 
     def enqueue(self, pairs, settings):
