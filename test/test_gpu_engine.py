@@ -141,7 +141,7 @@ def test_eight_frames_in_flight_equal_single_frames(engine, shared_dir):
 @pytest.mark.gpu
 @pytest.mark.parametrize('chunk', [None, 1, 3])
 def test_ten_pairs_in_one_flush_equal_the_reference_matcher(engine, shared_dir, chunk):
-    """Ten pairs in one flush, in chunks through the pair tables (pair_graph): 8 + 2 (shipped), 1s, 3s."""
+    """Ten pairs in one flush, in chunks through the pair tables: 8 + 2 (shipped), 1s, 3s."""
     from xfeat_ros.gpu.pair_graph import BATCH_PAIRS
     msgs = flight_messages(shared_dir)
     msgs = msgs + msgs[:3]
