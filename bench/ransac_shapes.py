@@ -8,8 +8,9 @@ On the GPU machine (the matches of ``bench/ransac_timing.py --save-matches``)::
     python3 bench/ransac_shapes.py --matches .devshared/matches.npz --out shapes.json
 
 Each shape sets the launch constants of :mod:`xfeat_ros.gpu.kernels`
-(``RANSAC_HYPOTHESIS_THREADS``; ``RANSAC_SCORE_MODELS`` and
-``RANSAC_SCORE_THREADS``, which are injected into ``ransac.cu``), recompiles,
+(``RANSAC_HYPOTHESIS_THREADS``; ``RANSAC_SCORE_THREADS``,
+``RANSAC_SCORE_PER_THREAD`` and ``RANSAC_SCORE_SPLITS``, which are injected
+into ``ransac.cu``), recompiles,
 and times every kernel of the check (CUDA events, median of ``--reps``) on
 every fourth TUM and EuRoC pair and the synthetic 4096-match pair, as
 ``bench/ransac_timing.py`` lays them out (bound 4096, device count). The
@@ -28,17 +29,22 @@ import sys
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-HYPOTHESIS_THREADS = (32, 64, 128)
-SCORE_SHAPES = ((8, 256), (16, 256), (32, 256), (16, 128))  # (models, threads) per block
+HYPOTHESIS_THREADS = (64,)
+# score kernel: (threads per block, models a thread, blocks sharing a model's matches)
+SCORE_SHAPES = ((128, 2, 32), (128, 4, 16), (256, 1, 32), (64, 2, 64), (128, 2, 16),
+                (128, 1, 32))
 
 
-def use_shape(kernels, hypothesis_threads, score_models, score_threads):
+def use_shape(kernels, hypothesis_threads, score_threads, per_thread, splits):
     """Set the launch constants of one shape and compile ``ransac.cu`` for them."""
     kernels.RANSAC_HYPOTHESIS_THREADS = hypothesis_threads
-    kernels.RANSAC_SCORE_MODELS = score_models
     kernels.RANSAC_SCORE_THREADS = score_threads
-    kernels.LAUNCH_DEFINES['ransac.cu'] = (('SCORE_MODELS', score_models),
-                                           ('SCORE_THREADS', score_threads))
+    kernels.RANSAC_SCORE_PER_THREAD = per_thread
+    kernels.RANSAC_SCORE_SPLITS = splits
+    kernels.RANSAC_SCORE_MODELS = score_threads * per_thread
+    kernels.LAUNCH_DEFINES['ransac.cu'] = (('SCORE_THREADS', score_threads),
+                                           ('SCORE_PER_THREAD', per_thread),
+                                           ('SCORE_SPLITS', splits))
     kernels.ransac_module.cache_clear()  # ops.function keeps the old modules (ids unique)
 
 
@@ -72,7 +78,7 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         parser.exit(2, f'ransac_shapes: cannot read {args.matches}: {exc}\n')
     pairs = pairs_of(data, ransac_timing)
-    shapes = [(h, m, t) for h, (m, t) in itertools.product(HYPOTHESIS_THREADS, SCORE_SHAPES)]
+    shapes = [(h, *score) for h, score in itertools.product(HYPOTHESIS_THREADS, SCORE_SHAPES)]
     times = {shape: {} for shape in shapes}
     reference, equal = {}, dict.fromkeys(shapes, True)
     for _ in range(args.rounds):
@@ -91,8 +97,8 @@ def main(argv=None):
                 times[shape].setdefault('graph', []).append(timing['graph_ms'])
     rows = []
     for shape in shapes:
-        row = {'hypothesis_threads': shape[0], 'score_models': shape[1],
-               'score_threads': shape[2], 'equal': equal[shape],
+        row = {'hypothesis_threads': shape[0], 'score_threads': shape[1],
+               'score_per_thread': shape[2], 'score_splits': shape[3], 'equal': equal[shape],
                **{f'{k}_us': 1e3 * statistics.median(v) for k, v in times[shape].items()}}
         rows.append(row)
         print(' '.join(f'{k}={v:.1f}' if isinstance(v, float) else f'{k}={v}'

@@ -195,6 +195,7 @@ class DeviceBench:
         mask = self.out.mask.get()[:int(self.count.get()[0])].astype(bool)
         self.fundamental = self.out.fundamental.get()
         self.models = self.check.models.get()
+        self.scores = self.check.scores.get()
         return {'device_ms': statistics.median(direct), 'graph_ms': statistics.median(graphed),
                 'enqueue_host_ms': 1000.0 * statistics.median(host),
                 'graph_p90_ms': float(np.percentile(graphed, 90)),
@@ -230,12 +231,13 @@ def pair_report(p0, p1, reps, device, reference, loaded=None):
         row['device_mask'] = mask
         row['device_fundamental'] = device.fundamental
         row['device_models'] = device.models
+        row['device_scores'] = device.scores
     return row
 
 
 def keep_fits(fits, key, row):
-    """Move the device's mask, model and hypotheses of a pair from ``row`` into ``fits``."""
-    for name in ('mask', 'fundamental', 'models'):
+    """Move the device's mask, model, hypotheses and their scores of a pair into ``fits``."""
+    for name in ('mask', 'fundamental', 'models', 'scores'):
         value = row.pop(f'device_{name}', None)
         if value is not None:
             fits[f'{key}_{name}'] = value

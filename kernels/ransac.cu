@@ -19,9 +19,16 @@
 //   ransac_score(kp0, idx0, kp1, idx1, count, bound, models, num_models, t2, scores)
 //       scores[m] = number of matches within the threshold of model m
 //       (d^2 <= t2 min(|l0|^2, |l1|^2), float32), -1 for a NaN model.
-//       Thread mapping: one block of SCORE_THREADS threads per SCORE_MODELS
-//       models (held in shared memory); threads stride over the matches,
-//       counts reduced per warp by shuffles, then in warp order.
+//       scores must be zero before the launch (the launch enqueues a memset):
+//       every block adds its counts with atomicAdd (integers: any order gives
+//       the same sums).
+//       Thread mapping: 2-D grid (ceil(num_models / SCORE_MODELS), SCORE_SPLITS)
+//       of SCORE_THREADS threads; SCORE_MODELS = SCORE_THREADS x SCORE_PER_THREAD.
+//       Thread t of block x holds models x SCORE_MODELS + k SCORE_THREADS + t
+//       (k < SCORE_PER_THREAD) in registers; block y counts the matches
+//       [y c, (y + 1) c) with c = ceil(count / SCORE_SPLITS), staged through
+//       shared memory SCORE_THREADS at a time (one float4 a match, read by
+//       every thread at once). Block y = 0 writes the -1 of a NaN model.
 //
 // Fewer than MIN_MATCHES matches keep every model NaN. The refinement of the best
 // model is ransac_refine.cu; both files start with epipolar.cuh (the layout of the
@@ -29,7 +36,7 @@
 //
 // Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
 // SAMPLE_SIZE (7), MODELS_PER_SAMPLE (3), MAX_DRAWS, PIVOT_EPS, CUBIC_EPS,
-// NEWTON_STEPS; the launch shapes SCORE_MODELS, SCORE_THREADS
+// NEWTON_STEPS; the launch shapes SCORE_THREADS, SCORE_PER_THREAD, SCORE_SPLITS
 // (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 
@@ -39,8 +46,8 @@
 #if !defined(MAX_DRAWS) || !defined(PIVOT_EPS) || !defined(CUBIC_EPS) || !defined(NEWTON_STEPS)
 #error "MAX_DRAWS, PIVOT_EPS, CUBIC_EPS and NEWTON_STEPS must be defined by the loader"
 #endif
-#if !defined(SCORE_MODELS) || !defined(SCORE_THREADS)
-#error "SCORE_MODELS and SCORE_THREADS must be defined by the loader"
+#if !defined(SCORE_THREADS) || !defined(SCORE_PER_THREAD) || !defined(SCORE_SPLITS)
+#error "SCORE_THREADS, SCORE_PER_THREAD and SCORE_SPLITS must be defined by the loader"
 #endif
 #if SAMPLE_SIZE != 7 || MODELS_PER_SAMPLE != 3
 #error "the solver is the 7-point algorithm (3 models per sample)"
@@ -50,7 +57,7 @@
 #endif
 
 #define PI_D 3.141592653589793
-#define SCORE_WARPS (SCORE_THREADS / 32)
+#define SCORE_MODELS (SCORE_THREADS * SCORE_PER_THREAD)
 
 __device__ __forceinline__ u64 splitmix64(u64 z)
 {
@@ -306,36 +313,48 @@ extern "C" __global__ void ransac_score(const float2* kp0, const int* idx0, cons
                                         const float* models, int num_models, float t2,
                                         int* scores)
 {
-    __shared__ float f[SCORE_MODELS * 9];
-    __shared__ int partial[SCORE_WARPS][SCORE_MODELS];
-    const int first = blockIdx.x * SCORE_MODELS;
+    __shared__ float4 staged[SCORE_THREADS];
     const int tid = threadIdx.x;
-    for (int k = tid; k < SCORE_MODELS * 9; k += SCORE_THREADS)
-        f[k] = first + k / 9 < num_models ? models[(size_t)first * 9 + k] : NAN_F;
-    __syncthreads();
+    const int first = blockIdx.x * SCORE_MODELS + tid;
+    float f[SCORE_PER_THREAD][9];
+    int hits[SCORE_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < SCORE_PER_THREAD; ++k) {
+        const int m = first + k * SCORE_THREADS;
+#pragma unroll
+        for (int c = 0; c < 9; ++c) f[k][c] = m < num_models ? models[(size_t)m * 9 + c] : NAN_F;
+        hits[k] = 0;
+    }
     const int n = match_count(count, bound);
-    int hits[SCORE_MODELS];
-    for (int m = 0; m < SCORE_MODELS; ++m) hits[m] = 0;
     if (n >= MIN_MATCHES) {
-        for (int i = tid; i < n; i += SCORE_THREADS) {
-            const float2 p = point_of(kp0, idx0, i);
-            const float2 q = point_of(kp1, idx1, i);
-            for (int m = 0; m < SCORE_MODELS; ++m)
-                hits[m] += is_inlier<float>(f + 9 * m, p.x, p.y, q.x, q.y, t2) ? 1 : 0;
+        const int chunk = (n + SCORE_SPLITS - 1) / SCORE_SPLITS;
+        const int begin = blockIdx.y * chunk;
+        const int end = min(n, begin + chunk);
+        for (int base = begin; base < end; base += SCORE_THREADS) {
+            if (base + tid < end) {
+                const float2 p = point_of(kp0, idx0, base + tid);
+                const float2 q = point_of(kp1, idx1, base + tid);
+                staged[tid] = make_float4(p.x, p.y, q.x, q.y);
+            }
+            __syncthreads();
+            const int staged_count = min(SCORE_THREADS, end - base);
+            for (int j = 0; j < staged_count; ++j) {
+                const float4 s = staged[j];
+#pragma unroll
+                for (int k = 0; k < SCORE_PER_THREAD; ++k)
+                    hits[k] += is_inlier<float>(f[k], s.x, s.y, s.z, s.w, t2) ? 1 : 0;
+            }
+            __syncthreads();
         }
     }
-    const int lane = tid & 31, warp = tid >> 5;
-    for (int m = 0; m < SCORE_MODELS; ++m) {
-        int v = hits[m];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
-        if (lane == 0) partial[warp][m] = v;
-    }
-    __syncthreads();
-    if (tid < SCORE_MODELS && first + tid < num_models) {
-        int total = 0;
-        for (int w = 0; w < SCORE_WARPS; ++w) total += partial[w][tid];
+#pragma unroll
+    for (int k = 0; k < SCORE_PER_THREAD; ++k) {
+        const int m = first + k * SCORE_THREADS;
+        if (m >= num_models) continue;
         bool valid = true;
-        for (int c = 0; c < 9; ++c) valid = valid && !isnan(f[9 * tid + c]);
-        scores[first + tid] = valid ? total : -1;
+#pragma unroll
+        for (int c = 0; c < 9; ++c) valid = valid && !isnan(f[k][c]);
+        const int add = valid ? hits[k] : (blockIdx.y == 0 ? -1 : 0);
+        if (add != 0) atomicAdd(scores + m, add);
     }
 }

@@ -171,7 +171,8 @@ def test_python_launches_keep_no_copy_of_a_launch_constant():
                     'RADIX_BITS', 'SELECT_THREADS', 'RANK_THREADS', 'RANK_SPLIT', 'RANK_TILE',
                     'NORM_PIXELS', 'NORM_THREADS', 'MATCH_TILE',
                     'MATCH_THREADS', 'COLLECT_THREADS', 'TC_THREADS', 'RANSAC_SCORE_MODELS',
-                    'RANSAC_SCORE_THREADS', 'RANSAC_REFINE_THREADS',
+                    'RANSAC_SCORE_THREADS', 'RANSAC_SCORE_PER_THREAD', 'RANSAC_SCORE_SPLITS',
+                    'RANSAC_REFINE_THREADS',
                     'RANSAC_REFINE_SHARED_POINTS', 'INORM_PARTS', 'INORM_THREADS',
                     'INORM_ITEMS'}
     assert all(hasattr(kernels, name) for name in python_names)

@@ -89,8 +89,10 @@ MATCH_TILE = 64             # match.cu, match_tc.cu: side of a similarity tile (
 MATCH_THREADS = 256         # match.cu mnn_best: threads per tile
 COLLECT_THREADS = 1024      # match.cu mnn_collect: threads of its one block
 TC_THREADS = 256            # match_tc.cu mnn_approx_tc / mnn_refine_tc: threads per tile
-RANSAC_SCORE_MODELS = 16    # ransac.cu ransac_score: models per block
-RANSAC_SCORE_THREADS = 256  # ransac.cu ransac_score: threads per block
+RANSAC_SCORE_THREADS = 128  # ransac.cu ransac_score: threads per block
+RANSAC_SCORE_PER_THREAD = 2  # ransac.cu ransac_score: models a thread holds in registers
+RANSAC_SCORE_SPLITS = 32    # ransac.cu ransac_score: blocks sharing the matches of a model
+RANSAC_SCORE_MODELS = RANSAC_SCORE_THREADS * RANSAC_SCORE_PER_THREAD  # models per block
 RANSAC_REFINE_THREADS = 256  # ransac_refine.cu: threads of its one block
 RANSAC_REFINE_SHARED_POINTS = 8192  # ransac_refine.cu: most matches in shared memory
 RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (not injected)
@@ -103,7 +105,9 @@ LAUNCH_DEFINES = {
     'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
                  ('COLLECT_THREADS', COLLECT_THREADS)),
     'match_tc.cu': (('TILE', MATCH_TILE), ('TC_THREADS', TC_THREADS)),
-    'ransac.cu': (('SCORE_MODELS', RANSAC_SCORE_MODELS), ('SCORE_THREADS', RANSAC_SCORE_THREADS)),
+    'ransac.cu': (('SCORE_THREADS', RANSAC_SCORE_THREADS),
+                  ('SCORE_PER_THREAD', RANSAC_SCORE_PER_THREAD),
+                  ('SCORE_SPLITS', RANSAC_SCORE_SPLITS)),
     'ransac_refine.cu': (('REFINE_THREADS', RANSAC_REFINE_THREADS),),
     'backbone.cu': (('CONV_BX', CONV_BLOCK[0]), ('CONV_BY', CONV_BLOCK[1]), ('CONV_CO', CONV_CO),
                     ('WIDE_CO', WIDE_CO), ('WIDE_SPLIT', WIDE_SPLIT),

@@ -155,6 +155,12 @@ class EpipolarRansac:
             with stream:
                 kernel(grid, block, common + args, shared_mem=shared)
 
+        def count_hits():
+            ops.memset_async(self.scores, 0, stream)  # the blocks add their counts
+            launch(score, (ops.blocks(self.num_models, kernels.RANSAC_SCORE_MODELS),
+                           kernels.RANSAC_SCORE_SPLITS), (kernels.RANSAC_SCORE_THREADS,),
+                   (self.models, np.int32(self.num_models), threshold * threshold, self.scores))
+
         shared = refine_shared_bytes(bound)
 
         return [
@@ -162,10 +168,7 @@ class EpipolarRansac:
                 hypotheses, (ops.blocks(self.samples, kernels.RANSAC_HYPOTHESIS_THREADS),),
                 (kernels.RANSAC_HYPOTHESIS_THREADS,),
                 (np.uint64(self.seed), np.int32(self.samples), self.models))),
-            ('score', lambda: launch(
-                score, (ops.blocks(self.num_models, kernels.RANSAC_SCORE_MODELS),),
-                (kernels.RANSAC_SCORE_THREADS,),
-                (self.models, np.int32(self.num_models), threshold * threshold, self.scores))),
+            ('score', count_hits),
             ('refine', lambda: launch(
                 refine, (1,), (kernels.RANSAC_REFINE_THREADS,),
                 (self.models, self.scores, np.int32(self.num_models),
