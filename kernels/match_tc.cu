@@ -258,6 +258,61 @@ struct TableOutputs {
     }
 };
 
+// The warps' partial top twos of a tile's rows (s_row[column half][row]) and columns
+// (s_col[row quarter][column]) from this thread's products ``o`` (orderable bits, tag
+// bits clear; o[nt][q] at the place acc[nt][q] has in tile_products), over the first
+// ``rows`` rows and ``cols`` columns of the tile; WHOLE: all 64 of each (no bounds test).
+template <bool WHOLE>
+__device__ __forceinline__ void partial_top2s(const unsigned int (&o)[4][4], Fragment f,
+                                              int rows, int cols, Top2 (*s_row)[TILE],
+                                              Top2 (*s_col)[TILE])
+{
+    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
+    // rows g and g + 8 of the warp tile: top two over this thread's 8 columns, then over t
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = wr + g + 8 * h;
+        Top2 v = {0u, 0u};
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int c = wc + nt * 8 + 2 * t + e;
+                if (WHOLE || (r < rows && c < cols)) {
+                    v = top2_add(v, o[nt][2 * h + e] | (unsigned int)c);
+                }
+            }
+        }
+        v = top2_xor(v, 1);
+        v = top2_xor(v, 2);
+        if (t == 0) {
+            s_row[wc >> 5][r] = v;
+        }
+    }
+    // columns 2 t + e of each n-tile: top two over rows g, g + 8, then over g
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int c = wc + nt * 8 + 2 * t + e;
+            Top2 v = {0u, 0u};
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wr + g + 8 * h;
+                if (WHOLE || (r < rows && c < cols)) {
+                    v = top2_add(v, o[nt][2 * h + e] | (unsigned int)r);
+                }
+            }
+            v = top2_xor(v, 4);
+            v = top2_xor(v, 8);
+            v = top2_xor(v, 16);
+            if (g == 0) {
+                s_col[wr >> 4][c] = v;
+            }
+        }
+    }
+}
+
 template <class Outputs>
 __device__ __forceinline__ void
 approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
@@ -278,50 +333,20 @@ approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
     // the operand tiles are free now: the warps' partial top twos go there
     Top2 (*s_row)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&As[0][0]);  // [column half][row]
     Top2 (*s_col)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&Bs[0][0]);  // [row quarter][col]
-    const Fragment f = thread_fragment(tid);
-    const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
-    // rows g and g + 8 of the warp tile: top two over this thread's 8 columns, then over t
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int r = wr + g + 8 * h;
-        Top2 v = {0u, 0u};
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int c = wc + nt * 8 + 2 * t + e;
-                if (i_base + r < n0 && j_base + c < n1) {
-                    v = top2_add(v, tagged(acc[nt][2 * h + e], c));
-                }
-            }
-        }
-        v = top2_xor(v, 1);
-        v = top2_xor(v, 2);
-        if (t == 0) {
-            s_row[wc >> 5][r] = v;
-        }
-    }
-    // columns 2 t + e of each n-tile: top two over rows g, g + 8, then over g
+    // every product once as orderable bits with the tag bits clear: tagged(v, p) = o | p
+    unsigned int o[4][4];
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int c = wc + nt * 8 + 2 * t + e;
-            Top2 v = {0u, 0u};
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wr + g + 8 * h;
-                if (i_base + r < n0 && j_base + c < n1) {
-                    v = top2_add(v, tagged(acc[nt][2 * h + e], r));
-                }
-            }
-            v = top2_xor(v, 4);
-            v = top2_xor(v, 8);
-            v = top2_xor(v, 16);
-            if (g == 0) {
-                s_col[wr >> 4][c] = v;
-            }
+        for (int q = 0; q < 4; ++q) {
+            o[nt][q] = tagged(acc[nt][q], 0);
         }
+    }
+    const Fragment f = thread_fragment(tid);
+    if (i_base + TILE <= n0 && j_base + TILE <= n1) {
+        partial_top2s<true>(o, f, TILE, TILE, s_row, s_col);
+    } else {
+        partial_top2s<false>(o, f, n0 - i_base, n1 - j_base, s_row, s_col);
     }
     __syncthreads();
     const long long cols_at = (long long)((bound1 + TILE - 1) / TILE) * bound0;
