@@ -157,14 +157,11 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
             const int e = tid + l * TC_THREADS;
             const int r = e / (TC_K / 4);
             const int c4 = (e - r * (TC_K / 4)) * 4;
-            As[r][c4] = to_tf32(va[l].x);
-            As[r][c4 + 1] = to_tf32(va[l].y);
-            As[r][c4 + 2] = to_tf32(va[l].z);
-            As[r][c4 + 3] = to_tf32(va[l].w);
-            Bs[r][c4] = to_tf32(vb[l].x);
-            Bs[r][c4 + 1] = to_tf32(vb[l].y);
-            Bs[r][c4 + 2] = to_tf32(vb[l].z);
-            Bs[r][c4 + 3] = to_tf32(vb[l].w);
+            // one 16-byte store a side (TC_STRIDE words a row: 16-byte aligned rows)
+            *reinterpret_cast<uint4*>(&As[r][c4]) = make_uint4(
+                to_tf32(va[l].x), to_tf32(va[l].y), to_tf32(va[l].z), to_tf32(va[l].w));
+            *reinterpret_cast<uint4*>(&Bs[r][c4]) = make_uint4(
+                to_tf32(vb[l].x), to_tf32(vb[l].y), to_tf32(vb[l].z), to_tf32(vb[l].w));
         }
         __syncthreads();
 #pragma unroll
@@ -325,8 +322,8 @@ approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
     if (i_base >= n0 || j_base >= n1) {
         return;
     }
-    __shared__ unsigned int As[TILE][TC_STRIDE];
-    __shared__ unsigned int Bs[TILE][TC_STRIDE];
+    __shared__ __align__(16) unsigned int As[TILE][TC_STRIDE];
+    __shared__ __align__(16) unsigned int Bs[TILE][TC_STRIDE];
     const int tid = threadIdx.x;
     float acc[4][4];
     tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
