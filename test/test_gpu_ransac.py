@@ -299,6 +299,34 @@ def test_gpu_stages_match_reference(check, cp, sequences, case):
     assert abs(np.linalg.det(fit.fundamental)) < 1e-9
 
 
+@pytest.mark.parametrize('count', [4096, 1000, 33, 8, 7])
+@pytest.mark.gpu
+def test_gpu_score_counts_equal_the_reference(check, cp, count):
+    """The score stage alone: given models (some NaN) against ``count`` device matches."""
+    from xfeat_ros.gpu.ops import DeviceCount
+    from xfeat_ros.gpu.ransac import alloc_epipolar_output
+    p0, p1, _, _ = scene(4096, outliers=600, seed=5)
+    truth = ransac.ransac_fundamental(p0[:500], p1[:500], check.threshold_px, 256).fundamental
+    rng = np.random.default_rng(count)
+    models = (truth.reshape(1, 9) + rng.normal(0.0, 1e-4, (check.num_models, 9))
+              * np.abs(truth).max()).astype(np.float32)
+    models[rng.random(check.num_models) < 0.1] = np.nan
+    stream = cp.cuda.Stream(non_blocking=False)
+    out = alloc_epipolar_output(4096)
+    stages = dict(check.stages(cp.asarray(p0), cp.asarray(p1),
+                               DeviceCount(cp.asarray(np.array([count], np.int32)), 4096),
+                               out, stream))
+    check.models.set(models.reshape(-1))
+    check.scores.fill(12345)  # the stage zeroes them itself
+    stages['score']()
+    stream.synchronize()
+    want = ransac.score_models(models, p0[:count], p1[:count], check.threshold_px)
+    if count < ransac.MIN_MATCHES:
+        want = np.where(want < 0, -1, 0)
+    np.testing.assert_array_equal(check.scores.get(), want)
+    assert count < ransac.MIN_MATCHES or want.max() > 0.5 * count  # inliers were counted
+
+
 @pytest.mark.gpu
 def test_gpu_device_count_indices_and_few_matches(check, cp):
     """Matches through index arrays with a device count equal the host-gathered fit."""
