@@ -21,6 +21,7 @@ falls on all variants alike. Variants:
 * ``one_branch``: the epipolar checks of a flush's matches one after the
   other on one side stream (instead of on
   :data:`xfeat_ros.gpu.pair_graph.EPIPOLAR_BRANCHES` streams side by side);
+* ``branches=N`` (N = 2, 4): the checks on N side streams instead of 8;
 * ``pairs=N`` (N = 1, 2, 4, 16): a flush's pairs matched in chunks of N (instead
   of :data:`xfeat_ros.gpu.pair_graph.BATCH_PAIRS`), each chunk's checks forked
   after it.
@@ -35,8 +36,8 @@ import sys
 
 LOG = logging.getLogger('engine_ab')
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'one_branch', 'pairs=1', 'pairs=2',
-            'pairs=4', 'pairs=16')
+VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'one_branch', 'branches=2',
+            'branches=4', 'pairs=1', 'pairs=2', 'pairs=4', 'pairs=16')
 OPTIONS = {'wide_convs=off': {'wide_convs': False}, 'fused_norm=off': {'fused_norm': False}}
 
 
@@ -48,6 +49,8 @@ def build(name, weights):
     engine = GpuEngine(TorchBackbone(weights, 0, **options), 0, 4096, 0.05, 0.82)
     if name == 'one_branch':
         engine._pairs.branches = engine._pairs.branches[:1]
+    if name.startswith('branches='):
+        engine._pairs.branches = engine._pairs.branches[:int(name.split('=')[1])]
     if name.startswith('pairs='):
         engine._pairs.batch_pairs = int(name.split('=')[1])
     return engine
