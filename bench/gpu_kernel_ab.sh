@@ -19,6 +19,8 @@
 #   pipeline  xfeat_bench pipeline at PIPELINE_SIZES (default 640x480), 1, 8, 16 and 32 in
 #             flight, base then new, ROUNDS rounds (default 2); pipeline_<arm>_<round>.json
 #   host      bench/gpu_host_ab.sh (ROUNDS, PACES, SIZES, FRAMES as there)
+# NEW_ENV (e.g. "CUDA_DEVICE_MAX_CONNECTIONS=32"): extra environment of the new arm only, in
+# the timeline and pipeline sections (an A/B of a setting: .base may be this tree's commit).
 # Everything lands in $OUT; one summary line per step in $OUT/steps.txt.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -82,7 +84,9 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
       for arm in base new; do
         script=bench/device_timeline.py
         [[ ${arm} == base ]] && script=.base/bench/device_timeline.py
-        step "timeline_${arm}" "timeline_${arm}.log" timeout 200 python3 "${script}" \
+        extra=()
+        [[ ${arm} == new ]] && read -r -a extra <<< "${NEW_ENV:-}"
+        step "timeline_${arm}" "timeline_${arm}.log" env "${extra[@]}" timeout 200 python3 "${script}" \
           --shared "${SHARED}" --groups "${TIMELINE_GROUPS:-1}" \
           --pause-ms "${TIMELINE_PAUSE_MS:-33}" --out "${OUT}/timeline_${arm}.json"
       done
@@ -91,9 +95,11 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
       for round in $(seq "${ROUNDS:-2}"); do
         for arm in base new; do
           tree="${PWD}"
+          extra=()
           [[ ${arm} == base ]] && tree="${PWD}/.base"
+          [[ ${arm} == new ]] && read -r -a extra <<< "${NEW_ENV:-}"
           step "pipeline_${arm}_${round}" "pipeline_${arm}_${round}.log" \
-            env PYTHONSAFEPATH=1 PYTHONPATH="${tree}" timeout 300 python3 -m xfeat_ros.tools.bench \
+            env "${extra[@]}" PYTHONSAFEPATH=1 PYTHONPATH="${tree}" timeout 300 python3 -m xfeat_ros.tools.bench \
             pipeline --backend pytorch --images "${SHARED}/data/tum_fr2_desk" \
             --weights "${PWD}/xfeat_ros/data/xfeat_backbone.npz" \
             --resolutions "${PIPELINE_SIZES:-640x480}" --in-flight 1,8,16,32 \
