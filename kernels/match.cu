@@ -58,13 +58,11 @@ mnn_best(const float* __restrict__ d0, const int* count0, int bound0,
          const float* __restrict__ d1, const int* count1, int bound1,
          u64* __restrict__ best_row, u64* __restrict__ best_col)
 {
-    const int n0 = resolve_count(count0, bound0);
-    const int n1 = resolve_count(count1, bound1);
-    const int i_base = blockIdx.y * TILE;
-    const int j_base = blockIdx.x * TILE;
-    if (i_base >= n0 || j_base >= n1) {
+    TileOrigin tile;
+    if (!tile_origin(count0, bound0, count1, bound1, tile)) {
         return;
     }
+    const int n0 = tile.n0, n1 = tile.n1, i_base = tile.i_base, j_base = tile.j_base;
     __shared__ float As[KCHUNK][TILE + 1];
     __shared__ float Bs[KCHUNK][TILE + 1];
     __shared__ u64 row_best[TILE];

@@ -315,13 +315,11 @@ __device__ __forceinline__ void
 approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
             const float* __restrict__ d1, const int* count1, int bound1, Outputs outputs)
 {
-    const int n0 = resolve_count(count0, bound0);
-    const int n1 = resolve_count(count1, bound1);
-    const int i_base = blockIdx.y * TILE;
-    const int j_base = blockIdx.x * TILE;
-    if (i_base >= n0 || j_base >= n1) {
+    TileOrigin tile;
+    if (!tile_origin(count0, bound0, count1, bound1, tile)) {
         return;
     }
+    const int n0 = tile.n0, n1 = tile.n1, i_base = tile.i_base, j_base = tile.j_base;
     __shared__ __align__(16) unsigned int As[TILE][TC_STRIDE];
     __shared__ __align__(16) unsigned int Bs[TILE][TC_STRIDE];
     const int tid = threadIdx.x;

@@ -4,8 +4,9 @@
 // mnn.cuh: device helpers of the mutual-nearest-neighbour matcher shared by match.cu and
 // match_tc.cu: the packed 64-bit keys (orderable float bits << 32 | 0xFFFFFFFF - index,
 // so that atomicMax keeps the highest similarity and, on ties, the smaller index) and
-// the device counts. No entry point; the loader puts this text before each of the two
-// files (after its #define preamble), so NVRTC needs no include path.
+// the device counts, and where a tile lies (tile_origin). No entry point; the loader puts
+// this text before each of the two files (after its #define preamble), so NVRTC needs no
+// include path.
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself.
@@ -67,6 +68,26 @@ __device__ __forceinline__ void zero_tile(float (&acc)[4][4])
 __device__ __forceinline__ int resolve_count(const int* count, int bound)
 {
     return count ? min(max(*count, 0), bound) : bound;
+}
+
+// Where a matcher's 64 x 64 tile lies: the two sides' counts and the tile's first row
+// (blockIdx.y) and column (blockIdx.x). False when it lies past either count (the block
+// then has nothing to do).
+struct TileOrigin {
+    int n0;
+    int n1;
+    int i_base;
+    int j_base;
+};
+
+__device__ __forceinline__ bool tile_origin(const int* count0, int bound0, const int* count1,
+                                            int bound1, TileOrigin& o)
+{
+    o.n0 = resolve_count(count0, bound0);
+    o.n1 = resolve_count(count1, bound1);
+    o.i_base = blockIdx.y * TILE;
+    o.j_base = blockIdx.x * TILE;
+    return o.i_base < o.n0 && o.j_base < o.n1;
 }
 
 // Row `pair` of a pair table (the *_pairs entry points): PT_FIELDS 64-bit words, PT_<FIELD>
