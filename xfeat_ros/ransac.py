@@ -395,7 +395,13 @@ def _smallest_eigenvector(ata, start):
 
 
 def _jacobi_smallest(m):
-    """Return the unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 list."""
+    """
+    Return the unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 list.
+
+    Runs all JACOBI_SWEEPS sweeps; the device (``ransac_refine.cu``) stops at the
+    first sweep that changes no bit of ``a`` and ``v``, a fixed point every later
+    sweep would repeat, so both return the same bits.
+    """
     a = [row[:] for row in m]
     v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     for _ in range(JACOBI_SWEEPS):
