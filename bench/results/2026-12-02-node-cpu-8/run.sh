@@ -5,7 +5,7 @@
 # Needs /tmp/scheduler_base.py (git show 7386461:xfeat_ros/core/scheduler.py) and
 # /tmp/scheduler_new.py (the same with three_conditions.patch applied); swaps them into the
 # tree between runs and restores the committed one at the end.
-cd /work/main && source scripts/ros_env.sh >/dev/null 2>&1
+cd "$(dirname "$0")/../../.." && source scripts/ros_env.sh >/dev/null 2>&1
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 OUT=${OUT:-/tmp/ab_sched}
 mkdir -p $OUT
