@@ -19,6 +19,8 @@
 #   pipeline  xfeat_bench pipeline at PIPELINE_SIZES (default 640x480), 1, 8, 16 and 32 in
 #             flight, base then new, ROUNDS rounds (default 2); pipeline_<arm>_<round>.json
 #   host      bench/gpu_host_ab.sh (ROUNDS, PACES, SIZES, FRAMES as there)
+#   phases    bench/refine_phases.py on $XFEAT_ROS_SHARED/matches.npz: the check's refinement
+#             per phase (clock64 stamps), this tree only
 # NEW_ENV (e.g. "CUDA_DEVICE_MAX_CONNECTIONS=32"): extra environment of the new arm only, in
 # the timeline and pipeline sections (an A/B of a setting: .base may be this tree's commit).
 # Everything lands in $OUT; one summary line per step in $OUT/steps.txt.
@@ -110,6 +112,11 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
       ;;
     host)
       step host_ab host_ab.log env OUT="${OUT}" bash bench/gpu_host_ab.sh
+      ;;
+    phases)
+      step refine_phases refine_phases.log env PYTHONPATH="${PWD}" timeout 200 \
+        python3 bench/refine_phases.py --matches "${SHARED}/matches.npz" \
+        --out "${OUT}/refine_phases.json"
       ;;
     *)
       echo "gpu_kernel_ab: unknown section ${section}"
