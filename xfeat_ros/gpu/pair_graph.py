@@ -65,7 +65,7 @@ class PairMatcher:
         self.graphs = OrderedDict()
         self.scratch = matching.MatchScratch()
         self.pair_scratch = PairScratch()
-        self.plans = OrderedDict()  # (slot tokens, scratch generation) -> chunks and tables
+        self.plans = OrderedDict()  # _plan_key(slot tokens) -> chunks and tables
         self.batch_pairs = BATCH_PAIRS
         self.branches = [(EpipolarRansac(EPIPOLAR_THRESHOLD_PX),
                           cupy.cuda.Stream(non_blocking=True))
@@ -144,20 +144,21 @@ class PairMatcher:
         if len(pairs) < 2 or not all(tc for _, _, tc in pairs):
             return None
         tokens = tuple((p.token, s.token) for p, s, _ in pairs)
-        plan_key = (tokens, self.pair_scratch.generation, self.batch_pairs)
-        plan = self.plans.get(plan_key)
+        plan = self.plans.get(self._plan_key(tokens))
         if plan is None:
-            plan = self._plan(pairs)
-            plan_key = (tokens, self.pair_scratch.generation, self.batch_pairs)
-            self.plans[plan_key] = plan
+            plan = self._plan(pairs)  # may grow the scratch: a new generation
+            self.plans[self._plan_key(tokens)] = plan
             while len(self.plans) > TABLES_KEPT:
                 self.plans.popitem(last=False)
+        plan_key = self._plan_key(tokens)
         self.plans.move_to_end(plan_key)
         if not plan:
             return None
-        key = ('batches', tokens, settings.min_cossim, self.pair_scratch.generation,
-               self.batch_pairs, settings.epipolar)
-        return key, plan
+        return ('batches', plan_key, settings.min_cossim, settings.epipolar), plan
+
+    def _plan_key(self, tokens):
+        """Key of the plan of a pattern of slots: their tokens, the scratch, the chunk size."""
+        return tokens, self.pair_scratch.generation, self.batch_pairs
 
     def _plan(self, pairs):
         """Check ``pairs``, size the scratch and upload each chunk's table (empty: unaligned)."""
