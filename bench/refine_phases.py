@@ -19,10 +19,11 @@ masks must equal the shipped kernel's (``equal``), so the stamps changed no
 result. ``--source-only`` prints the instrumented source (no GPU needed; for
 a compile check with nvcc).
 
-Phases of a round: ``centre`` (the inliers' centroids), ``spread`` (their mean
-distances), ``ata`` (the 9 x 9 normal equations), ``cholesky``, ``inverse``
-(the inverse iterations), ``rank2`` (Jacobi, rank 2, denormalisation),
-``count`` (the candidate's inliers). Outside the rounds: ``pick`` (gather and
+Phases of a round: ``centre`` (the inliers' centroids from the sums the
+previous count made), ``spread`` (their mean distances), ``ata`` (the 9 x 9
+normal equations), ``cholesky``, ``inverse`` (the inverse iterations),
+``rank2`` (Jacobi, rank 2, denormalisation), ``count`` (the candidate's
+inliers and their coordinate sums). Outside the rounds: ``pick`` (gather and
 best model), ``first_count``, ``mask`` (the output mask).
 """
 
@@ -54,14 +55,16 @@ PATCHES = (
     ('        for (int round = 0; round < REFINE_ROUNDS && kept >= MIN_MATCHES; ++round) {\n',
      '        XF_STAMP_AT(58);\n',
      '            if (threadIdx.x == 0) xf_round = round;\n            XF_STAMP(0);\n'),
-    ('            block_sums(centre, red, sums);\n', '', '            XF_STAMP(1);\n'),
+    ('            const double c1x = centre_cur[2] / kept, c1y = centre_cur[3] / kept;\n', '',
+     '            XF_STAMP(1);\n'),
     ('            block_sums(spread, red, sums);\n', '', '            XF_STAMP(2);\n'),
     ('            block_sums(acc, red, sums);\n', '', '            XF_STAMP(3);\n'),
     ('    for (int it = 0; it < INVERSE_ITERATIONS; ++it) {\n', '    XF_STAMP(4);\n', ''),
     ('    if (lane < 9) vec[lane] = xi;\n    __syncwarp();\n    if (lane == 0) {\n',
      '    XF_STAMP(5);\n', ''),
     ('        ok = unit9(out);\n', '', '        XF_STAMP(6);\n'),
-    ('            const int fresh = count_inliers(cand, pts, n, t2, ired);\n', '',
+    ('            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand);\n',
+     '',
      '            XF_STAMP(7);\n'),
     ('    if (kept < MIN_MATCHES) kept = 0;\n', '    XF_STAMP_AT(59);\n', ''),
     ('    if (tid == 0) inliers[0] = kept;\n', '    XF_STAMP_AT(60);\n', ''),

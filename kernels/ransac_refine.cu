@@ -19,15 +19,16 @@
 //       first gathered into dynamic shared memory (float4 p, q per match) when
 //       the launch gives it and sets cache_points (up to
 //       xfeat_ros.gpu.kernels.RANSAC_REFINE_SHARED_POINTS matches); the 9 x 9
-//       Cholesky factorisation and the forward substitutions on warp 0, lane i
-//       owning row i (each entry computed by the same operations in the same
-//       order as the serial reference, xfeat_ros/ransac.py), the rest of the
-//       solve on thread 0.
+//       Cholesky factorisation and the inverse iterations' substitutions on
+//       warp 0, lane i owning row i of the factor and entry i of the vectors
+//       (each entry computed by the same operations in the same order as the
+//       serial reference, xfeat_ros/ransac.py), the rank-2 step on thread 0.
 //
 // Fewer than MIN_MATCHES matches (or fewer inliers) keep nothing and write no model.
 //
 // Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
-// REFINE_ROUNDS, INVERSE_ITERATIONS, CHOLESKY_SHIFT, JACOBI_SWEEPS; the launch shape
+// REFINE_ROUNDS, INVERSE_ITERATIONS, CHOLESKY_SHIFT, JACOBI_SWEEPS, JACOBI_TOLERANCE; the
+// launch shape
 // REFINE_THREADS (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 
@@ -36,6 +37,9 @@
 #endif
 #if !defined(CHOLESKY_SHIFT) || !defined(JACOBI_SWEEPS) || !defined(REFINE_THREADS)
 #error "CHOLESKY_SHIFT, JACOBI_SWEEPS and REFINE_THREADS must be defined by the loader"
+#endif
+#if !defined(JACOBI_TOLERANCE)
+#error "JACOBI_TOLERANCE must be defined by the loader"
 #endif
 #if REFINE_THREADS % 32 != 0 || REFINE_THREADS < 64
 #error "REFINE_THREADS must be whole warps, at least two"
@@ -106,12 +110,22 @@ __device__ __forceinline__ bool inlier64(const double* f, float4 pq, double t2)
     return is_inlier<double>(f, pq.x, pq.y, pq.z, pq.w, t2);
 }
 
-__device__ int count_inliers(const double* f, const Matches& m, int n, double t2, int* red)
+// The inliers of f: their count (returned), and the sums of their coordinates (p.x, p.y,
+// q.x, q.y) into centre, the next round's centroids when f is kept. One pass for both:
+// the sums are the ones a pass of their own would make (same strides, same reduction).
+__device__ int count_and_centre(const double* f, const Matches& m, int n, double t2,
+                                int* ired, double (*red)[ATA_TERMS], double* centre)
 {
     int hits = 0;
-    for (int i = threadIdx.x; i < n; i += REFINE_THREADS)
-        hits += inlier64(f, pair_of(m, i), t2) ? 1 : 0;
-    return block_count(hits, red);
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int i = threadIdx.x; i < n; i += REFINE_THREADS) {
+        const float4 pq = pair_of(m, i);
+        if (!inlier64(f, pq, t2)) continue;
+        ++hits;
+        acc[0] += pq.x; acc[1] += pq.y; acc[2] += pq.z; acc[3] += pq.w;
+    }
+    block_sums(acc, red, centre);
+    return block_count(hits, ired);
 }
 
 __device__ __forceinline__ bool same_bits(const double (&x)[3][3], const double (&y)[3][3])
@@ -125,15 +139,17 @@ __device__ __forceinline__ bool same_bits(const double (&x)[3][3], const double 
     return same;
 }
 
-// Unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 (cyclic Jacobi). A
-// sweep that leaves every bit of a and v as it was is a fixed point (the next sweep
-// starts from the same state, so it does the same nothing): the loop stops there, with
-// the result of all JACOBI_SWEEPS sweeps (the host reference runs them all). On real
-// pairs the state stops changing after 5-10 sweeps.
+// Unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 (cyclic Jacobi). An
+// off-diagonal entry within JACOBI_TOLERANCE times the trace is not rotated. A sweep
+// that leaves every bit of a and v as it was (one that rotates nothing) is a fixed point
+// (the next sweep starts from the same state, so it does the same nothing): the loop
+// stops there, with the result of all JACOBI_SWEEPS sweeps (the host reference runs
+// them all).
 __device__ void jacobi_smallest(double (&a)[3][3], double* out)
 {
     double v[3][3] = {{1.0, 0.0, 0.0}, {0.0, 1.0, 0.0}, {0.0, 0.0, 1.0}};
     const int ps[3] = {0, 0, 1}, qs[3] = {1, 2, 2};
+    const double tolerance = JACOBI_TOLERANCE * (a[0][0] + a[1][1] + a[2][2]);
     for (int sweep = 0; sweep < JACOBI_SWEEPS; ++sweep) {
         double a_before[3][3], v_before[3][3];
 #pragma unroll
@@ -146,7 +162,7 @@ __device__ void jacobi_smallest(double (&a)[3][3], double* out)
 #pragma unroll
         for (int e = 0; e < 3; ++e) {  // unrolled: constant indices, a and v in registers
             const int p = ps[e], q = qs[e];
-            if (a[p][q] == 0.0) continue;
+            if (fabs(a[p][q]) <= tolerance) continue;
             const double theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
             const double t = copysign(1.0, theta) / (fabs(theta) + sqrt(theta * theta + 1.0));
             const double c = 1.0 / sqrt(t * t + 1.0);
@@ -188,13 +204,15 @@ __device__ __forceinline__ double ata_at(const double* upper, int i, int j)
 }
 
 // Warp 0 (all 32 lanes): the rank-2 least-squares model of the current inliers, from
-// their sums (A^T A upper triangle, row-major) and normalisation, into out (written by
-// lane 0); false on every lane if it is undefined. Lane i < 9 owns row i of the Cholesky
-// factor (low, shared) and entry i of the iterated vector; every entry is computed by
-// the same operations in the same order as the serial reference.
+// their sums (A^T A upper triangle, row-major) and normalisation (s = sqrt 2 / mean,
+// r = mean / sqrt 2), into out (written by lane 0); false on every lane if it is
+// undefined. Lane i < 9 owns row i of the Cholesky factor (low, shared; its diagonal's
+// reciprocal in a register) and entry i of the iterated vectors; the substitutions pass
+// each solved entry to the other lanes by a shuffle. Every entry is computed by the same
+// operations in the same order as the serial reference.
 __device__ bool solve_refit(const double* cur, const double* ata_upper, double c0x, double c0y,
-                            double s0, double c1x, double c1y, double s1, double* out,
-                            double (*low)[9], double* vec)
+                            double s0, double r0, double c1x, double c1y, double s1, double r1,
+                            double* out, double (*low)[9], double* vec)
 {
     const int lane = threadIdx.x & 31;
     double x[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -203,13 +221,13 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
     if (lane == 0) {
         double g[9];
         for (int r = 0; r < 3; ++r) {
-            g[3 * r] = cur[3 * r] / s0;
-            g[3 * r + 1] = cur[3 * r + 1] / s0;
+            g[3 * r] = cur[3 * r] * r0;
+            g[3 * r + 1] = cur[3 * r + 1] * r0;
             g[3 * r + 2] = cur[3 * r] * c0x + cur[3 * r + 1] * c0y + cur[3 * r + 2];
         }
         for (int c = 0; c < 3; ++c) {
-            x[c] = g[c] / s1;
-            x[3 + c] = g[3 + c] / s1;
+            x[c] = g[c] * r1;
+            x[3 + c] = g[3 + c] * r1;
             x[6 + c] = c1x * g[c] + c1y * g[3 + c] + g[6 + c];
         }
         double trace = 0.0;
@@ -226,55 +244,60 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
         if (lane == k) xi = v;
     }
     // Cholesky, column j: lane j its diagonal, lanes below it their entries.
+    double diag = 1.0;
     for (int j = 0; j < 9; ++j) {
         double value = 0.0;
         if (lane == j) {
             value = ata_at(ata_upper, j, j) + shift;
             for (int k = 0; k < j; ++k) value = value - low[j][k] * low[j][k];
+            diag = value > 0.0 ? sqrt(value) : 0.0;
+            low[j][j] = diag;
         } else if (lane > j && lane < 9) {
             value = ata_at(ata_upper, lane, j);
             for (int k = 0; k < j; ++k) value = value - low[lane][k] * low[j][k];
         }
-        if (!__shfl_sync(FULL_MASK, lane == j && value > 0.0 ? 1 : 0, j)) return false;
-        if (lane == j) low[j][j] = sqrt(value);
-        __syncwarp();
-        if (lane > j && lane < 9) low[lane][j] = value / low[j][j];
+        const double d = __shfl_sync(FULL_MASK, diag, j);
+        if (!(d > 0.0)) return false;
+        if (lane > j && lane < 9) low[lane][j] = value / d;
         __syncwarp();
     }
+    // Lane i's row (below the diagonal) and column (below the diagonal) of the factor.
+    double row[9], col[9];
+#pragma unroll
+    for (int k = 0; k < 9; ++k) {
+        row[k] = lane < 9 && k < lane ? low[lane][k] : 0.0;
+        col[k] = lane < 9 && k > lane ? low[k][lane] : 0.0;
+    }
+    const double inverse = 1.0 / diag;
     for (int it = 0; it < INVERSE_ITERATIONS; ++it) {
-        // forward substitution: lane i subtracts y[0], y[1], ... as they appear
+        // forward substitution: lane i subtracts y[0], y[1], ... as they are solved
         double value = xi, yi = 0.0;
+#pragma unroll
         for (int k = 0; k < 9; ++k) {
             double yk = 0.0;
-            if (lane == k) yk = yi = value / low[k][k];
+            if (lane == k) yk = yi = value * inverse;
             yk = __shfl_sync(FULL_MASK, yk, k);
-            if (lane > k && lane < 9) value = value - low[lane][k] * yk;
+            if (lane > k && lane < 9) value = value - row[k] * yk;
         }
-        if (lane < 9) vec[lane] = yi;
-        __syncwarp();
-        double norm = 0.0;
-        if (lane == 0) {  // back substitution, in the serial order
-            double z[9];
+        // back substitution: lane i subtracts z[8], z[7], ... as they are solved
+        double zi = 0.0;
+        value = yi;
 #pragma unroll
-            for (int i = 8; i >= 0; --i) {
-                double v = vec[i];
-#pragma unroll
-                for (int k = i + 1; k < 9; ++k) v = v - low[k][i] * z[k];
-                z[i] = v / low[i][i];
-            }
-            double sum = 0.0;
-#pragma unroll
-            for (int k = 0; k < 9; ++k) sum = sum + z[k] * z[k];
-            norm = sqrt(sum);
-            ok = norm > 0.0 && isfinite(norm);
-#pragma unroll
-            for (int k = 0; k < 9; ++k) vec[k] = z[k];
+        for (int k = 8; k >= 0; --k) {
+            double zk = 0.0;
+            if (lane == k) zk = zi = value * inverse;
+            zk = __shfl_sync(FULL_MASK, zk, k);
+            if (lane < k) value = value - col[k] * zk;
         }
-        __syncwarp();
-        if (!__shfl_sync(FULL_MASK, ok, 0)) return false;
-        norm = __shfl_sync(FULL_MASK, norm, 0);
-        if (lane < 9) xi = vec[lane] / norm;
-        __syncwarp();
+        double sum = 0.0;  // every lane sums z[0]^2 .. z[8]^2 in the serial order
+#pragma unroll
+        for (int k = 0; k < 9; ++k) {
+            const double zk = __shfl_sync(FULL_MASK, zi, k);
+            sum = sum + zk * zk;
+        }
+        const double norm = sqrt(sum);
+        if (!(norm > 0.0 && isfinite(norm))) return false;
+        xi = zi / norm;
     }
     if (lane < 9) vec[lane] = xi;
     __syncwarp();
@@ -303,7 +326,7 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
               int* inliers, double* fit)
 {
     extern __shared__ float4 gathered[];
-    __shared__ double cur[9], cand[9];
+    __shared__ double cur[9], cand[9], centre_cur[4], centre_cand[4];
     __shared__ double red[REFINE_WARPS][ATA_TERMS];
     __shared__ double sums[ATA_TERMS];
     __shared__ double low[9][9], vec[9];
@@ -338,17 +361,10 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
     if (n >= MIN_MATCHES && best_score >= 0) {
         if (tid < 9) cur[tid] = (double)models[(size_t)best * 9 + tid];
         __syncthreads();
-        kept = count_inliers(cur, pts, n, t2, ired);
+        kept = count_and_centre(cur, pts, n, t2, ired, red, centre_cur);
         for (int round = 0; round < REFINE_ROUNDS && kept >= MIN_MATCHES; ++round) {
-            double centre[4] = {0.0, 0.0, 0.0, 0.0};
-            for (int i = tid; i < n; i += REFINE_THREADS) {
-                const float4 pq = pair_of(pts, i);
-                if (!inlier64(cur, pq, t2)) continue;
-                centre[0] += pq.x; centre[1] += pq.y; centre[2] += pq.z; centre[3] += pq.w;
-            }
-            block_sums(centre, red, sums);
-            const double c0x = sums[0] / kept, c0y = sums[1] / kept;
-            const double c1x = sums[2] / kept, c1y = sums[3] / kept;
+            const double c0x = centre_cur[0] / kept, c0y = centre_cur[1] / kept;
+            const double c1x = centre_cur[2] / kept, c1y = centre_cur[3] / kept;
             double spread[2] = {0.0, 0.0};
             for (int i = tid; i < n; i += REFINE_THREADS) {
                 const float4 pq = pair_of(pts, i);
@@ -362,6 +378,7 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             const double mean0 = sums[0] / kept, mean1 = sums[1] / kept;
             if (!(mean0 > 0.0 && mean1 > 0.0)) break;
             const double s0 = SQRT2_D / mean0, s1 = SQRT2_D / mean1;
+            const double r0 = mean0 / SQRT2_D, r1 = mean1 / SQRT2_D;
             double acc[ATA_TERMS];
 #pragma unroll
             for (int k = 0; k < ATA_TERMS; ++k) acc[k] = 0.0;
@@ -379,15 +396,16 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             }
             block_sums(acc, red, sums);
             if (tid < 32) {
-                const bool ok = solve_refit(cur, sums, c0x, c0y, s0, c1x, c1y, s1, cand, low,
-                                            vec);
+                const bool ok = solve_refit(cur, sums, c0x, c0y, s0, r0, c1x, c1y, s1, r1, cand,
+                                            low, vec);
                 if (tid == 0) solved = ok;
             }
             __syncthreads();
             if (!solved) break;
-            const int fresh = count_inliers(cand, pts, n, t2, ired);
+            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand);
             if (fresh < kept) break;
             if (tid < 9) cur[tid] = cand[tid];
+            if (tid < 4) centre_cur[tid] = centre_cand[tid];
             kept = fresh;
             __syncthreads();
         }

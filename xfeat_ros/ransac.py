@@ -50,6 +50,7 @@ REFINE_ROUNDS = 3
 INVERSE_ITERATIONS = 6
 CHOLESKY_SHIFT = 1e-10   # times trace(A^T A), keeps the factorisation defined on exact data
 JACOBI_SWEEPS = 10
+JACOBI_TOLERANCE = 1e-15  # times trace: a smaller off-diagonal entry is not rotated away
 SQRT2 = math.sqrt(2.0)
 
 _U64 = np.uint64
@@ -359,7 +360,14 @@ def _cholesky(a):
 
 
 def _smallest_eigenvector(ata, start):
-    """Inverse iteration on ``ata + shift I`` from ``start`` (9 floats); None if it fails."""
+    """
+    Inverse iteration on ``ata + shift I`` from ``start`` (9 floats); None if it fails.
+
+    Both substitutions multiply by the reciprocals of the factor's diagonal, and
+    the back substitution subtracts ``z[8], z[7], ...`` in that order: the
+    device's lane ``i`` owns entry ``i`` and receives the others as they are
+    solved, so its chain of dependent operations holds no division.
+    """
     trace = 0.0
     for k in range(9):
         trace += ata[k][k]
@@ -370,6 +378,7 @@ def _smallest_eigenvector(ata, start):
                      for i in range(9)])
     if low is None:
         return None
+    inverse = [1.0 / low[i][i] for i in range(9)]
     x = list(start)
     for _ in range(INVERSE_ITERATIONS):
         y = [0.0] * 9
@@ -377,13 +386,13 @@ def _smallest_eigenvector(ata, start):
             value = x[i]
             for k in range(i):
                 value -= low[i][k] * y[k]
-            y[i] = value / low[i][i]
+            y[i] = value * inverse[i]
         z = [0.0] * 9
         for i in range(8, -1, -1):
             value = y[i]
-            for k in range(i + 1, 9):
+            for k in range(8, i, -1):
                 value -= low[k][i] * z[k]
-            z[i] = value / low[i][i]
+            z[i] = value * inverse[i]
         norm = 0.0
         for k in range(9):
             norm += z[k] * z[k]
@@ -398,15 +407,20 @@ def _jacobi_smallest(m):
     """
     Return the unit eigenvector of the smallest eigenvalue of a symmetric 3 x 3 list.
 
-    Runs all JACOBI_SWEEPS sweeps; the device (``ransac_refine.cu``) stops at the
-    first sweep that changes no bit of ``a`` and ``v``, a fixed point every later
-    sweep would repeat, so both return the same bits.
+    An off-diagonal entry within ``JACOBI_TOLERANCE`` times the trace is left
+    alone: its rotation would turn the eigenvectors by at most that over the
+    gap of their eigenvalues, the accuracy ``m`` (a product ``g^T g``) has
+    anyway. Runs all JACOBI_SWEEPS sweeps; the device (``ransac_refine.cu``)
+    stops at the first sweep that changes no bit of ``a`` and ``v`` (one that
+    rotates nothing), a fixed point every later sweep would repeat, so both
+    return the same bits.
     """
     a = [row[:] for row in m]
     v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    tolerance = JACOBI_TOLERANCE * (a[0][0] + a[1][1] + a[2][2])
     for _ in range(JACOBI_SWEEPS):
         for p, q in ((0, 1), (0, 2), (1, 2)):
-            if a[p][q] == 0.0:
+            if abs(a[p][q]) <= tolerance:
                 continue
             theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q])
             t = math.copysign(1.0, theta) / (abs(theta) + math.sqrt(theta * theta + 1.0))
@@ -457,6 +471,7 @@ def refit(f, p0, p1, inliers):
         return None
     f = [float(v) for v in f]
     s0, s1 = SQRT2 / mean0, SQRT2 / mean1
+    r0, r1 = mean0 / SQRT2, mean1 / SQRT2  # 1 / s0, 1 / s1 within an ulp: for the start only
     x0, y0 = (q0[:, 0] - c0[0]) * s0, (q0[:, 1] - c0[1]) * s0
     x1, y1 = (q1[:, 0] - c1[0]) * s1, (q1[:, 1] - c1[1]) * s1
     rows = np.stack([x1 * x0, x1 * y0, x1, y1 * x0, y1 * y0, y1, x0, y0, np.ones(n)], axis=1)
@@ -464,10 +479,10 @@ def refit(f, p0, p1, inliers):
     # the current model in normalised coordinates: T1^-T f T0^-1
     g = [0.0] * 9
     for r in range(3):
-        g[3 * r] = f[3 * r] / s0
-        g[3 * r + 1] = f[3 * r + 1] / s0
+        g[3 * r] = f[3 * r] * r0
+        g[3 * r + 1] = f[3 * r + 1] * r0
         g[3 * r + 2] = f[3 * r] * c0[0] + f[3 * r + 1] * c0[1] + f[3 * r + 2]
-    start = [g[c] / s1 for c in range(3)] + [g[3 + c] / s1 for c in range(3)] + [
+    start = [g[c] * r1 for c in range(3)] + [g[3 + c] * r1 for c in range(3)] + [
         c1[0] * g[c] + c1[1] * g[3 + c] + g[6 + c] for c in range(3)]
     norm = math.sqrt(sum(v * v for v in start))
     if not norm > 0:

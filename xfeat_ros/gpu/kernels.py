@@ -240,7 +240,8 @@ def refine_variant():
     constants = (('MIN_MATCHES', ransac.MIN_MATCHES), ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
                  ('INVERSE_ITERATIONS', ransac.INVERSE_ITERATIONS),
                  ('CHOLESKY_SHIFT', repr(ransac.CHOLESKY_SHIFT)),
-                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS))
+                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS),
+                 ('JACOBI_TOLERANCE', repr(ransac.JACOBI_TOLERANCE)))
     return KernelVariant('ransac_refine.cu', constants + LAUNCH_DEFINES['ransac_refine.cu'],
                          EXACT_OPTIONS)
 
