@@ -98,6 +98,9 @@ class GpuSlot:
         self.staging = None
         self.uploaded = cupy.cuda.Event(disable_timing=True)
         self.done = cupy.cuda.Event(disable_timing=True)
+        # recorded after its batch's description and keypoint counts (None: no such
+        # batch, e.g. features set from the host): the features may be copied from then on
+        self.described = None
         self.upload_pending = False
         self.submitted = False
         self.pending = False  # decoded, waiting for its batch's backbone call

@@ -127,6 +127,8 @@ class GpuEngine:
         from cupy.cuda.compiler import CompileException
         with cupy.cuda.Device(self.gpu):
             self.stream = cupy.cuda.Stream(non_blocking=True)
+            # features to the host while the matching and the checks still run
+            self.copy_stream = cupy.cuda.Stream(non_blocking=True)
             self._tables = TableRing(self.max_batch)
             try:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
@@ -283,6 +285,9 @@ class GpuEngine:
             slot.count_ref = (counts, f)
             slot.pending = False
             slot.marks.extend(self.last_flush_marks)
+            if slot.described is None:
+                slot.described = cupy.cuda.Event(disable_timing=True)
+            slot.described.record(stream)
             slot.done.record(stream)
 
     def _enqueue_matches(self, pairs):
@@ -441,6 +446,7 @@ class GpuEngine:
                     slot.keypoints[:n].set(np.ascontiguousarray(features.keypoints, np.float32),
                                            stream=self.stream)
                 slot.count.set(np.array([n], dtype=np.int32), stream=self.stream)
+                slot.described = None  # features from the host: copied in stream order
                 slot.submitted = True
                 slot.pending = False
                 sides.append(slot)
@@ -460,7 +466,10 @@ class GpuEngine:
         Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``.
 
         A slot still at work copies its whole capacity at once (no wait for
-        its counts first; see :mod:`xfeat_ros.gpu.results`).
+        its counts first; see :mod:`xfeat_ros.gpu.results`). Features of a
+        described batch go on the copy stream as soon as their batch is
+        described, beside the matching and the checks; the rest follows the
+        engine's stream.
         """
         requests = []
         with self.cupy.cuda.Device(self.gpu):
@@ -472,11 +481,11 @@ class GpuEngine:
                     if self._waiting(slot):
                         self.flush()
                     requests.extend(host_results.result_parts(slot, wanted, slot.done.done))
-            if not requests:
-                return {}
-            event, views = host_results.copy_to_host(requests, self.stream)
-            event.synchronize()
+            copies = host_results.copy_early_and_late(requests, self.copy_stream, self.stream)
+            for _, (event, _) in copies:
+                event.synchronize()
         return {(id(slot), kind): host_results.assemble(kind, slot, arrays)
+                for requests, (_, views) in copies
                 for (kind, slot, _), arrays in zip(requests, views)}
 
     def results(self, slots):

@@ -20,6 +20,10 @@ A flush of two or more pairs on the tensor cores is matched in chunks of
     main:      match(0..7) -> count copies -> match(8..15) -> ... -> join all
     branch i:               +-> check(i)
 
+All checks of a chunk fork from one point, before its count copies: a fork after
+each copy would start the last check of a chunk behind all of them (~6 us each,
+serial on the copy engine).
+
 The one-by-one matchers share one scratch in stream order, the chunks another. The
 whole flush's pairs are one CUDA graph, keyed by every pair's buffers and the
 settings, so a repeated pattern of slots replays it (:meth:`GpuEngine._launch`
@@ -77,29 +81,35 @@ class PairMatcher:
         return tuple(matching.DescriptorSet(s.descriptors, ops.DeviceCount(s.count, s.capacity),
                                             s.desc_dim) for s in (previous, slot))
 
-    def _after_match(self, previous, slot, settings, branch):
+    def _fork(self):
+        """Record an event on the main stream: where the next checks start (capturable)."""
+        fork = self.cupy.cuda.Event(disable_timing=True)
+        fork.record(self.stream)
+        return fork
+
+    def _check(self, previous, slot, settings, branch, fork):
         """
-        Fork a matched pair's check onto side stream ``branch``; copy its count (capturable).
+        Enqueue a matched pair's check on side stream ``branch`` after event ``fork``.
 
         The check runs only when ``settings.epipolar``. Returns the event the main
         stream must wait for before the pair's results are read (None without a
         check).
         """
-        cupy = self.cupy
-        joined = None
-        if settings.epipolar:
-            check, stream = self.branches[branch % len(self.branches)]
-            fork = cupy.cuda.Event(disable_timing=True)
-            fork.record(self.stream)
-            stream.wait_event(fork)
-            check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
-                                  slot.epipolar, stream)
-            joined = cupy.cuda.Event(disable_timing=True)
-            joined.record(stream)
+        if not settings.epipolar:
+            return None
+        check, stream = self.branches[branch % len(self.branches)]
+        stream.wait_event(fork)
+        check.enqueue_matches(previous.keypoints, slot.keypoints, slot.matches,
+                              slot.epipolar, stream)
+        joined = self.cupy.cuda.Event(disable_timing=True)
+        joined.record(stream)
+        return joined
+
+    def _copy_count(self, slot, settings):
+        """Mark a slot's match done and copy its match count to the host (main stream)."""
         settings.mark(slot.marks, 'match')
         copy_async(slot.host_counts.ptr + 4, slot.matches.count.data.ptr, 4,
-                   cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
-        return joined
+                   self.cupy.cuda.runtime.memcpyDeviceToHost, self.stream)
 
     def _match_pairs(self, pairs, settings):
         """Enqueue ``pairs`` one by one, checks on the branches in turn, then join them."""
@@ -108,21 +118,25 @@ class PairMatcher:
             side0, side1 = self._sides(previous, slot)
             matching.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
                                      self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-            joins.append(self._after_match(previous, slot, settings, branch=i))
+            joins.append(self._check(previous, slot, settings, i, self._fork()))
+            self._copy_count(slot, settings)
         self._join(joins)
 
     def _match_batches(self, batches, settings):
         """
         Enqueue each chunk of pairs as one launch per kernel, then join every check.
 
-        A chunk's checks fork right after its matching.
+        A chunk's checks all fork right after its matching, before its count copies.
         """
         joins = []
         for chunk, (table, rows, cols, zeroed) in batches:
             match_pairs(table, rows, cols, zeroed, self.pair_scratch, settings.min_cossim,
                         self.stream, width=self.desc_dim)
-            joins += [self._after_match(previous, slot, settings, branch=len(joins) + i)
+            fork = self._fork()
+            joins += [self._check(previous, slot, settings, len(joins) + i, fork)
                       for i, (previous, slot, _) in enumerate(chunk)]
+            for _, slot, _ in chunk:
+                self._copy_count(slot, settings)
         self._join(joins)
 
     def _join(self, joins):

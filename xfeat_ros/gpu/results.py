@@ -10,7 +10,9 @@ has passed. A slot whose work has passed copies its counted rows; a slot
 whose work is still under way copies its whole capacity right away, behind
 its work in stream order, so that the host waits once instead of waiting for
 the counts and then for the copies; :func:`assemble` cuts the rows to the
-counts, which the flush's small pinned copies hold by then.
+counts, which the flush's small pinned copies hold by then. A slot's
+features may leave on another stream as soon as its batch is described
+(:func:`copy_early_and_late`), while its matches are still being made.
 """
 
 import math
@@ -74,6 +76,31 @@ def copy_to_host(requests, stream):
         views.append(flat[start:start + len(parts)])
         start += len(parts)
     return event, views
+
+
+def copy_early_and_late(requests, early_stream, stream):
+    """
+    Enqueue ``requests`` (of :func:`result_parts`) in two :func:`copy_to_host` passes.
+
+    A slot's features whose batch recorded ``described`` (after its
+    description and keypoint counts) go on ``early_stream`` behind that
+    event, beside the work still queued on ``stream`` (matching, checks);
+    everything else on ``stream``. Returns ``[(requests, (event, views))]``,
+    one entry per non-empty pass.
+    """
+    early, late = [], []
+    for request in requests:
+        kind, slot, _ = request
+        described = kind == FEATURES and getattr(slot, 'described', None) is not None
+        (early if described else late).append(request)
+    copies = []
+    if early:
+        for _, slot, _ in early:
+            early_stream.wait_event(slot.described)
+        copies.append((early, copy_to_host(early, early_stream)))
+    if late:
+        copies.append((late, copy_to_host(late, stream)))
+    return copies
 
 
 def assemble(kind, slot, arrays):
