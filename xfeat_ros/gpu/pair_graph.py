@@ -81,8 +81,10 @@ class PairMatcher:
         return tuple(matching.DescriptorSet(s.descriptors, ops.DeviceCount(s.count, s.capacity),
                                             s.desc_dim) for s in (previous, slot))
 
-    def _fork(self):
-        """Record an event on the main stream: where the next checks start (capturable)."""
+    def _fork(self, settings):
+        """Record where the next checks start on the main stream (capturable); None: no checks."""
+        if not settings.epipolar:
+            return None
         fork = self.cupy.cuda.Event(disable_timing=True)
         fork.record(self.stream)
         return fork
@@ -118,7 +120,7 @@ class PairMatcher:
             side0, side1 = self._sides(previous, slot)
             matching.mutual_nn_match(side0, side1, slot.matches, self.scratch, settings.min_cossim,
                                      self.stream, width=self.desc_dim, tensor_cores=tensor_cores)
-            joins.append(self._check(previous, slot, settings, i, self._fork()))
+            joins.append(self._check(previous, slot, settings, i, self._fork(settings)))
             self._copy_count(slot, settings)
         self._join(joins)
 
@@ -132,7 +134,7 @@ class PairMatcher:
         for chunk, (table, rows, cols, zeroed) in batches:
             match_pairs(table, rows, cols, zeroed, self.pair_scratch, settings.min_cossim,
                         self.stream, width=self.desc_dim)
-            fork = self._fork()
+            fork = self._fork(settings)
             joins += [self._check(previous, slot, settings, len(joins) + i, fork)
                       for i, (previous, slot, _) in enumerate(chunk)]
             for _, slot, _ in chunk:
