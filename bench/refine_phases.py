@@ -63,8 +63,8 @@ PATCHES = (
     ('    if (lane < 9) vec[lane] = xi;\n    __syncwarp();\n    if (lane == 0) {\n',
      '    XF_STAMP(5);\n', ''),
     ('        ok = unit9(out);\n', '', '        XF_STAMP(6);\n'),
-    ('            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand);\n',
-     '',
+    ('            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand,\n'
+     '                                               cand_flags);\n', '',
      '            XF_STAMP(7);\n'),
     ('    if (kept < MIN_MATCHES) kept = 0;\n', '    XF_STAMP_AT(59);\n', ''),
     ('    if (tid == 0) inliers[0] = kept;\n', '    XF_STAMP_AT(60);\n', ''),

@@ -110,17 +110,33 @@ __device__ __forceinline__ bool inlier64(const double* f, float4 pq, double t2)
     return is_inlier<double>(f, pq.x, pq.y, pq.z, pq.w, t2);
 }
 
-// The inliers of f: their count (returned), and the sums of their coordinates (p.x, p.y,
-// q.x, q.y) into centre, the next round's centroids when f is kept. One pass for both:
-// the sums are the ones a pass of their own would make (same strides, same reduction).
+// A thread's inlier decisions for one model: bit k for its k-th match (tid + k *
+// REFINE_THREADS, the passes' stride), for its first FLAG_BITS matches; a later pass over
+// the same model reads them instead of testing again (the same decisions).
+#define FLAG_BITS 32
+
+__device__ __forceinline__ bool flagged(unsigned int flags, int k, const double* f, float4 pq,
+                                        double t2)
+{
+    return k < FLAG_BITS ? ((flags >> k) & 1u) != 0u : inlier64(f, pq, t2);
+}
+
+// The inliers of f: their count (returned), this thread's decisions (flags), and the
+// sums of their coordinates (p.x, p.y, q.x, q.y) into centre, the next round's centroids
+// when f is kept. One pass for all: the sums are the ones a pass of their own would make
+// (same strides, same reduction).
 __device__ int count_and_centre(const double* f, const Matches& m, int n, double t2,
-                                int* ired, double (*red)[ATA_TERMS], double* centre)
+                                int* ired, double (*red)[ATA_TERMS], double* centre,
+                                unsigned int& flags)
 {
     int hits = 0;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int i = threadIdx.x; i < n; i += REFINE_THREADS) {
+    flags = 0u;
+    int k = 0;
+    for (int i = threadIdx.x; i < n; i += REFINE_THREADS, ++k) {
         const float4 pq = pair_of(m, i);
         if (!inlier64(f, pq, t2)) continue;
+        if (k < FLAG_BITS) flags |= 1u << k;
         ++hits;
         acc[0] += pq.x; acc[1] += pq.y; acc[2] += pq.z; acc[3] += pq.w;
     }
@@ -203,46 +219,52 @@ __device__ __forceinline__ double ata_at(const double* upper, int i, int j)
     return upper[r * 9 - r * (r - 1) / 2 + (c - r)];
 }
 
+// Entry idx (row r, column c) of g = f T0^-1, the current model f with its first image's
+// normalisation undone: f[3r] / s0, f[3r + 1] / s0 (as products with r0 = 1 / s0) and
+// f[3r] c0x + f[3r + 1] c0y + f[3r + 2].
+__device__ __forceinline__ double g_at(const double* f, int idx, double r0, double c0x,
+                                       double c0y)
+{
+    const int r = idx / 3, c = idx - 3 * (idx / 3);
+    if (c == 0) return f[3 * r] * r0;
+    if (c == 1) return f[3 * r + 1] * r0;
+    return f[3 * r] * c0x + f[3 * r + 1] * c0y + f[3 * r + 2];
+}
+
 // Warp 0 (all 32 lanes): the rank-2 least-squares model of the current inliers, from
 // their sums (A^T A upper triangle, row-major) and normalisation (s = sqrt 2 / mean,
 // r = mean / sqrt 2), into out (written by lane 0); false on every lane if it is
-// undefined. Lane i < 9 owns row i of the Cholesky factor (low, shared; its diagonal's
-// reciprocal in a register) and entry i of the iterated vectors; the substitutions pass
-// each solved entry to the other lanes by a shuffle. Every entry is computed by the same
-// operations in the same order as the serial reference.
+// undefined. Lane i < 9 owns entry i of the start vector, row i of the Cholesky factor
+// (low, shared; its diagonal's reciprocal in a register) and entry i of the iterated
+// vectors; the substitutions pass each solved entry to the other lanes by a shuffle, and
+// sums over the 9 entries are made by every lane in the serial order. Every entry is
+// computed by the same operations in the same order as the serial reference.
 __device__ bool solve_refit(const double* cur, const double* ata_upper, double c0x, double c0y,
                             double s0, double r0, double c1x, double c1y, double s1, double r1,
                             double* out, double (*low)[9], double* vec)
 {
     const int lane = threadIdx.x & 31;
-    double x[9] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    int ok = 0;
-    double shift = 0.0;
-    if (lane == 0) {
-        double g[9];
-        for (int r = 0; r < 3; ++r) {
-            g[3 * r] = cur[3 * r] * r0;
-            g[3 * r + 1] = cur[3 * r + 1] * r0;
-            g[3 * r + 2] = cur[3 * r] * c0x + cur[3 * r + 1] * c0y + cur[3 * r + 2];
-        }
-        for (int c = 0; c < 3; ++c) {
-            x[c] = g[c] * r1;
-            x[3 + c] = g[3 + c] * r1;
-            x[6 + c] = c1x * g[c] + c1y * g[3 + c] + g[6 + c];
-        }
-        double trace = 0.0;
-        for (int k = 0; k < 9; ++k) trace = trace + ata_at(ata_upper, k, k);
-        ok = unit9(x) && trace > 0.0;
-        shift = CHOLESKY_SHIFT * trace;
-    }
-    if (!__shfl_sync(FULL_MASK, ok, 0)) return false;
-    shift = __shfl_sync(FULL_MASK, shift, 0);
+    // the start: the current model in normalised coordinates, unit length
     double xi = 0.0;
+    if (lane < 6) {
+        xi = g_at(cur, lane, r0, c0x, c0y) * r1;
+    } else if (lane < 9) {
+        xi = c1x * g_at(cur, lane - 6, r0, c0x, c0y) + c1y * g_at(cur, lane - 3, r0, c0x, c0y)
+            + g_at(cur, lane, r0, c0x, c0y);
+    }
+    double sum = 0.0;
 #pragma unroll
     for (int k = 0; k < 9; ++k) {
-        const double v = __shfl_sync(FULL_MASK, x[k], 0);
-        if (lane == k) xi = v;
+        const double v = __shfl_sync(FULL_MASK, xi, k);
+        sum = k == 0 ? v * v : sum + v * v;
     }
+    const double start_norm = sqrt(sum);
+    double trace = 0.0;
+#pragma unroll
+    for (int k = 0; k < 9; ++k) trace = trace + ata_at(ata_upper, k, k);
+    if (!(start_norm > 0.0) || !isfinite(start_norm) || !(trace > 0.0)) return false;
+    xi = lane < 9 ? xi / start_norm : 0.0;
+    const double shift = CHOLESKY_SHIFT * trace;
     // Cholesky, column j: lane j its diagonal, lanes below it their entries.
     double diag = 1.0;
     for (int j = 0; j < 9; ++j) {
@@ -289,19 +311,22 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
             zk = __shfl_sync(FULL_MASK, zk, k);
             if (lane < k) value = value - col[k] * zk;
         }
-        double sum = 0.0;  // every lane sums z[0]^2 .. z[8]^2 in the serial order
-#pragma unroll
-        for (int k = 0; k < 9; ++k) {
-            const double zk = __shfl_sync(FULL_MASK, zi, k);
-            sum = sum + zk * zk;
-        }
-        const double norm = sqrt(sum);
-        if (!(norm > 0.0 && isfinite(norm))) return false;
-        xi = zi / norm;
+        xi = zi;
     }
+    sum = 0.0;  // every lane sums x[0]^2 .. x[8]^2 in the serial order: unit length once
+#pragma unroll
+    for (int k = 0; k < 9; ++k) {
+        const double v = __shfl_sync(FULL_MASK, xi, k);
+        sum = sum + v * v;
+    }
+    const double norm = sqrt(sum);
+    if (!(norm > 0.0 && isfinite(norm))) return false;
+    xi = xi / norm;
+    int ok = 0;
     if (lane < 9) vec[lane] = xi;
     __syncwarp();
     if (lane == 0) {
+        double x[9];
         for (int k = 0; k < 9; ++k) x[k] = vec[k];
         double m[3][3], v[3], gv[3], r2[9];
         for (int i = 0; i < 3; ++i)
@@ -358,17 +383,19 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
     const int best_score = (int)(best_key >> 32) - 1;
     const int best = (int)(0xFFFFFFFFu - (unsigned int)(best_key & 0xFFFFFFFFull));
     int kept = 0;
+    unsigned int cur_flags = 0u;  // this thread's decisions for cur (FLAG_BITS matches)
     if (n >= MIN_MATCHES && best_score >= 0) {
         if (tid < 9) cur[tid] = (double)models[(size_t)best * 9 + tid];
         __syncthreads();
-        kept = count_and_centre(cur, pts, n, t2, ired, red, centre_cur);
+        kept = count_and_centre(cur, pts, n, t2, ired, red, centre_cur, cur_flags);
         for (int round = 0; round < REFINE_ROUNDS && kept >= MIN_MATCHES; ++round) {
             const double c0x = centre_cur[0] / kept, c0y = centre_cur[1] / kept;
             const double c1x = centre_cur[2] / kept, c1y = centre_cur[3] / kept;
             double spread[2] = {0.0, 0.0};
-            for (int i = tid; i < n; i += REFINE_THREADS) {
+            int k = 0;
+            for (int i = tid; i < n; i += REFINE_THREADS, ++k) {
                 const float4 pq = pair_of(pts, i);
-                if (!inlier64(cur, pq, t2)) continue;
+                if (!flagged(cur_flags, k, cur, pq, t2)) continue;
                 const double dx0 = pq.x - c0x, dy0 = pq.y - c0y;
                 const double dx1 = pq.z - c1x, dy1 = pq.w - c1y;
                 spread[0] += sqrt(dx0 * dx0 + dy0 * dy0);
@@ -382,9 +409,10 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             double acc[ATA_TERMS];
 #pragma unroll
             for (int k = 0; k < ATA_TERMS; ++k) acc[k] = 0.0;
-            for (int i = tid; i < n; i += REFINE_THREADS) {
+            k = 0;
+            for (int i = tid; i < n; i += REFINE_THREADS, ++k) {
                 const float4 pq = pair_of(pts, i);
-                if (!inlier64(cur, pq, t2)) continue;
+                if (!flagged(cur_flags, k, cur, pq, t2)) continue;
                 const double u0 = (pq.x - c0x) * s0, v0 = (pq.y - c0y) * s0;
                 const double u1 = (pq.z - c1x) * s1, v1 = (pq.w - c1y) * s1;
                 const double row[9] = {u1 * u0, u1 * v0, u1, v1 * u0, v1 * v0, v1, u0, v0, 1.0};
@@ -402,17 +430,25 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             }
             __syncthreads();
             if (!solved) break;
-            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand);
+            unsigned int cand_flags;
+            const int fresh = count_and_centre(cand, pts, n, t2, ired, red, centre_cand,
+                                               cand_flags);
             if (fresh < kept) break;
             if (tid < 9) cur[tid] = cand[tid];
             if (tid < 4) centre_cur[tid] = centre_cand[tid];
+            cur_flags = cand_flags;
             kept = fresh;
             __syncthreads();
         }
     }
     if (kept < MIN_MATCHES) kept = 0;
-    for (int i = tid; i < bound; i += REFINE_THREADS)
-        mask[i] = (kept > 0 && i < n && inlier64(cur, pair_of(pts, i), t2)) ? 1 : 0;
+    int k = 0;
+    for (int i = tid; i < bound; i += REFINE_THREADS, ++k) {
+        bool in = kept > 0 && i < n;
+        if (in) in = k < FLAG_BITS ? ((cur_flags >> k) & 1u) != 0u
+                                   : inlier64(cur, pair_of(pts, i), t2);
+        mask[i] = in ? 1 : 0;
+    }
     if (tid == 0) inliers[0] = kept;
     if (tid < 9) fit[tid] = kept > 0 ? cur[tid] : NAN_D;
 }

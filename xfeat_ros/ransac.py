@@ -366,7 +366,11 @@ def _smallest_eigenvector(ata, start):
     Both substitutions multiply by the reciprocals of the factor's diagonal, and
     the back substitution subtracts ``z[8], z[7], ...`` in that order: the
     device's lane ``i`` owns entry ``i`` and receives the others as they are
-    solved, so its chain of dependent operations holds no division.
+    solved, so its chain of dependent operations holds no division. The vector
+    is scaled to unit length once, after the last iteration (its direction is
+    what the iterations make; its length stays within double's range: each
+    iteration scales it by at most ``1 / shift`` and at least ``1 / (trace +
+    shift)``).
     """
     trace = 0.0
     for k in range(9):
@@ -393,14 +397,14 @@ def _smallest_eigenvector(ata, start):
             for k in range(8, i, -1):
                 value -= low[k][i] * z[k]
             z[i] = value * inverse[i]
-        norm = 0.0
-        for k in range(9):
-            norm += z[k] * z[k]
-        norm = math.sqrt(norm)
-        if not (norm > 0.0 and math.isfinite(norm)):
-            return None
-        x = [v / norm for v in z]
-    return x
+        x = z
+    norm = 0.0
+    for k in range(9):
+        norm += x[k] * x[k]
+    norm = math.sqrt(norm)
+    if not (norm > 0.0 and math.isfinite(norm)):
+        return None
+    return [v / norm for v in x]
 
 
 def _jacobi_smallest(m):
