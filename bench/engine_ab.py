@@ -6,7 +6,7 @@ Interleaved A/B of GPU engine variants in one process: per-frame wall and device
 Run on the GPU machine::
 
     python3 bench/engine_ab.py --shared .devshared --out ab.json \
-        [--variants shipped,wide_convs=off,one_branch] [--groups 1,8] [--rounds 3]
+        [--variants shipped,wide_convs=off,branches=1] [--groups 1,8] [--rounds 3]
 
 Every variant is its own engine (its own graphs); in each round every variant
 runs ``bench/gpu_timing.py``'s ``time_ours`` at each group size (TUM 640x480
@@ -18,10 +18,9 @@ falls on all variants alike. Variants:
   wide direct kernels;
 * ``fused_norm=off``: the input's instance norm by PyTorch's operators
   (ten graph nodes) instead of ``backbone.cu``'s two kernels;
-* ``one_branch``: the epipolar checks of a flush's matches one after the
-  other on one side stream (instead of on
-  :data:`xfeat_ros.gpu.pair_graph.EPIPOLAR_BRANCHES` streams side by side);
-* ``branches=N`` (N = 2, 4): the checks on N side streams instead of 8;
+* ``branches=N`` (N = 1, 2, 4): the epipolar checks of a flush's matches on N
+  side streams instead of :data:`xfeat_ros.gpu.pair_graph.EPIPOLAR_BRANCHES`
+  (1: one after the other);
 * ``pairs=N`` (N = 1, 2, 4, 16): a flush's pairs matched in chunks of N (instead
   of :data:`xfeat_ros.gpu.pair_graph.BATCH_PAIRS`), each chunk's checks forked
   after it.
@@ -36,7 +35,7 @@ import sys
 
 LOG = logging.getLogger('engine_ab')
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'one_branch', 'branches=2',
+VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'branches=1', 'branches=2',
             'branches=4', 'pairs=1', 'pairs=2', 'pairs=4', 'pairs=16')
 OPTIONS = {'wide_convs=off': {'wide_convs': False}, 'fused_norm=off': {'fused_norm': False}}
 
@@ -47,8 +46,6 @@ def build(name, weights):
     from xfeat_ros.gpu.engine import GpuEngine
     options = OPTIONS.get(name, {})
     engine = GpuEngine(TorchBackbone(weights, 0, **options), 0, 4096, 0.05, 0.82)
-    if name == 'one_branch':
-        engine._pairs.branches = engine._pairs.branches[:1]
     if name.startswith('branches='):
         engine._pairs.branches = engine._pairs.branches[:int(name.split('=')[1])]
     if name.startswith('pairs='):

@@ -115,10 +115,22 @@ __device__ __forceinline__ bool inlier64(const double* f, float4 pq, double t2)
 // the same model reads them instead of testing again (the same decisions).
 #define FLAG_BITS 32
 
-__device__ __forceinline__ bool flagged(unsigned int flags, int k, const double* f, float4 pq,
-                                        double t2)
+__device__ __forceinline__ bool flagged(unsigned int flags, int k, const double* f,
+                                        const Matches& m, int i, double t2)
 {
-    return k < FLAG_BITS ? ((flags >> k) & 1u) != 0u : inlier64(f, pq, t2);
+    return k < FLAG_BITS ? ((flags >> k) & 1u) != 0u : inlier64(f, pair_of(m, i), t2);
+}
+
+// The sum of the squares of lanes 0..8's x, in that order, on every lane.
+__device__ __forceinline__ double lane_sum_squares(double x)
+{
+    double sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < 9; ++k) {
+        const double v = __shfl_sync(FULL_MASK, x, k);
+        sum = sum + v * v;
+    }
+    return sum;
 }
 
 // The inliers of f: their count (returned), this thread's decisions (flags), and the
@@ -252,13 +264,7 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
         xi = c1x * g_at(cur, lane - 6, r0, c0x, c0y) + c1y * g_at(cur, lane - 3, r0, c0x, c0y)
             + g_at(cur, lane, r0, c0x, c0y);
     }
-    double sum = 0.0;
-#pragma unroll
-    for (int k = 0; k < 9; ++k) {
-        const double v = __shfl_sync(FULL_MASK, xi, k);
-        sum = k == 0 ? v * v : sum + v * v;
-    }
-    const double start_norm = sqrt(sum);
+    const double start_norm = sqrt(lane_sum_squares(xi));
     double trace = 0.0;
 #pragma unroll
     for (int k = 0; k < 9; ++k) trace = trace + ata_at(ata_upper, k, k);
@@ -313,13 +319,8 @@ __device__ bool solve_refit(const double* cur, const double* ata_upper, double c
         }
         xi = zi;
     }
-    sum = 0.0;  // every lane sums x[0]^2 .. x[8]^2 in the serial order: unit length once
-#pragma unroll
-    for (int k = 0; k < 9; ++k) {
-        const double v = __shfl_sync(FULL_MASK, xi, k);
-        sum = sum + v * v;
-    }
-    const double norm = sqrt(sum);
+    // every lane sums x[0]^2 .. x[8]^2 in the serial order: unit length once
+    const double norm = sqrt(lane_sum_squares(xi));
     if (!(norm > 0.0 && isfinite(norm))) return false;
     xi = xi / norm;
     int ok = 0;
@@ -394,8 +395,8 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             double spread[2] = {0.0, 0.0};
             int k = 0;
             for (int i = tid; i < n; i += REFINE_THREADS, ++k) {
+                if (!flagged(cur_flags, k, cur, pts, i, t2)) continue;
                 const float4 pq = pair_of(pts, i);
-                if (!flagged(cur_flags, k, cur, pq, t2)) continue;
                 const double dx0 = pq.x - c0x, dy0 = pq.y - c0y;
                 const double dx1 = pq.z - c1x, dy1 = pq.w - c1y;
                 spread[0] += sqrt(dx0 * dx0 + dy0 * dy0);
@@ -411,8 +412,8 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
             for (int k = 0; k < ATA_TERMS; ++k) acc[k] = 0.0;
             k = 0;
             for (int i = tid; i < n; i += REFINE_THREADS, ++k) {
+                if (!flagged(cur_flags, k, cur, pts, i, t2)) continue;
                 const float4 pq = pair_of(pts, i);
-                if (!flagged(cur_flags, k, cur, pq, t2)) continue;
                 const double u0 = (pq.x - c0x) * s0, v0 = (pq.y - c0y) * s0;
                 const double u1 = (pq.z - c1x) * s1, v1 = (pq.w - c1y) * s1;
                 const double row[9] = {u1 * u0, u1 * v0, u1, v1 * u0, v1 * v0, v1, u0, v0, 1.0};
@@ -445,8 +446,7 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
     int k = 0;
     for (int i = tid; i < bound; i += REFINE_THREADS, ++k) {
         bool in = kept > 0 && i < n;
-        if (in) in = k < FLAG_BITS ? ((cur_flags >> k) & 1u) != 0u
-                                   : inlier64(cur, pair_of(pts, i), t2);
+        if (in) in = flagged(cur_flags, k, cur, pts, i, t2);
         mask[i] = in ? 1 : 0;
     }
     if (tid == 0) inliers[0] = kept;
