@@ -112,7 +112,8 @@ __device__ __forceinline__ bool inlier64(const double* f, float4 pq, double t2)
 
 // A thread's inlier decisions for one model: bit k for its k-th match (tid + k *
 // REFINE_THREADS, the passes' stride), for its first FLAG_BITS matches; a later pass over
-// the same model reads them instead of testing again (the same decisions).
+// the same model reads them instead of testing again (the same decisions); flagged()
+// loads and tests a match past those only.
 #define FLAG_BITS 32
 
 __device__ __forceinline__ bool flagged(unsigned int flags, int k, const double* f,
