@@ -28,8 +28,8 @@
 //
 // Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
 // REFINE_ROUNDS, INVERSE_ITERATIONS, CHOLESKY_SHIFT, JACOBI_SWEEPS, JACOBI_TOLERANCE; the
-// launch shape
-// REFINE_THREADS (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
+// launch shape REFINE_THREADS (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python
+// launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 
 #if !defined(MIN_MATCHES) || !defined(REFINE_ROUNDS) || !defined(INVERSE_ITERATIONS)
@@ -238,7 +238,7 @@ __device__ __forceinline__ double ata_at(const double* upper, int i, int j)
 __device__ __forceinline__ double g_at(const double* f, int idx, double r0, double c0x,
                                        double c0y)
 {
-    const int r = idx / 3, c = idx - 3 * (idx / 3);
+    const int r = idx / 3, c = idx % 3;
     if (c == 0) return f[3 * r] * r0;
     if (c == 1) return f[3 * r + 1] * r0;
     return f[3 * r] * c0x + f[3 * r + 1] * c0y + f[3 * r + 2];
@@ -446,9 +446,7 @@ ransac_refine(const float2* kp0, const int* idx0, const float2* kp1, const int* 
     if (kept < MIN_MATCHES) kept = 0;
     int k = 0;
     for (int i = tid; i < bound; i += REFINE_THREADS, ++k) {
-        bool in = kept > 0 && i < n;
-        if (in) in = flagged(cur_flags, k, cur, pts, i, t2);
-        mask[i] = in ? 1 : 0;
+        mask[i] = kept > 0 && i < n && flagged(cur_flags, k, cur, pts, i, t2) ? 1 : 0;
     }
     if (tid == 0) inliers[0] = kept;
     if (tid < 9) fit[tid] = kept > 0 ? cur[tid] : NAN_D;

@@ -160,13 +160,14 @@ class PairMatcher:
         if len(pairs) < 2 or not all(tc for _, _, tc in pairs):
             return None
         tokens = tuple((p.token, s.token) for p, s, _ in pairs)
-        plan = self.plans.get(self._plan_key(tokens))
+        plan_key = self._plan_key(tokens)
+        plan = self.plans.get(plan_key)
         if plan is None:
-            plan = self._plan(pairs)  # may grow the scratch: a new generation
-            self.plans[self._plan_key(tokens)] = plan
+            plan = self._plan(pairs)
+            plan_key = self._plan_key(tokens)  # the plan may have grown the scratch
+            self.plans[plan_key] = plan
             while len(self.plans) > TABLES_KEPT:
                 self.plans.popitem(last=False)
-        plan_key = self._plan_key(tokens)
         self.plans.move_to_end(plan_key)
         if not plan:
             return None
