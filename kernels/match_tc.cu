@@ -6,10 +6,14 @@
 // match.cu's mnn_collect then makes the matches.
 //
 // Entry points (the default of the GPU engine)
-//   mnn_approx_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
+//   halve_sides(d0, count0, bound0, h0, d1, count1, bound1, h1)
+//       the first count rows of each side's float descriptors as FP16 (round to
+//       nearest even) into h0 / h1 (16-byte aligned, DESC_DIM halves a row), once
+//       a matching, so that the tiles load half the bytes and convert nothing.
+//   mnn_approx_tc(h0, count0, bound0, h1, count1, bound1, row_max, col_max,
 //                 tile_first, tile_second)
-//       S~ = D0 . D1^T on the tensor cores (mma.sync m16n8k8, TF32 operands
-//       rounded to nearest, FP32 accumulation) in 64 x 64 tiles. For every tile
+//       S~ = H0 . H1^T on the tensor cores (mma.sync m16n8k16, FP16 operands,
+//       FP32 accumulation) in 64 x 64 tiles. For every tile
 //       it stores, per row and per column of the tile, the two largest S~ as
 //       tagged bits (orderable float bits whose low TAG_BITS = 6 hold the
 //       value's place in the tile, 0..63; 0: none) in tile_first / tile_second;
@@ -31,13 +35,16 @@
 //       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
 //       from 0) and folded into best_row[i] / best_col[j] (packed keys as
 //       mnn_best; zero before the launch). mnn_collect then runs unchanged.
-//   mnn_approx_tc_pairs(table), mnn_refine_tc_pairs(table, margin)
+//   halve_sides_pairs(table), mnn_approx_tc_pairs(table), mnn_refine_tc_pairs(table, margin)
 //       the same for every pair of a pair table at once (each row names the
-//       pair's descriptor sets, counts, scratch and best keys): blockIdx.z is
-//       the pair, the grid covers the largest pair; blocks past a pair's
-//       counts return. mnn_collect_pairs (match.cu) then collects them.
-//   Exactness: for unit vectors |S~ - S| <= 2^-10 (TF32 rounding of both
-//   operands, 2^-11 each, over sum |a_k b_k| <= 1) plus ~1e-5 of FP32 accumulation,
+//       pair's descriptor sets and their FP16 copies, counts, scratch and best
+//       keys): blockIdx.z is the pair, the grid covers the largest pair; blocks
+//       past a pair's counts return. mnn_collect_pairs (match.cu) then collects them.
+//   Exactness: for unit vectors |S~ - S| <= 2^-10 (FP16 rounding of both
+//   operands, 2^-11 each, over sum |a_k b_k| <= 1; FP16 keeps TF32's 10
+//   mantissa bits) plus under 1e-6 from FP16's subnormals (values below 2^-14
+//   are off by up to 2^-25, over sum |a_k| + |b_k| <= 2 sqrt(DESC_DIM)) plus
+//   ~1e-5 of FP32 accumulation,
 //   so any j whose exact value ties or beats the row's best lies within
 //   2 x 1e-3 of the row's S~ maximum, which row_max exceeds by under 64 ulp
 //   (< 8e-6); margin = 2^-8 keeps a 2x reserve. Every maximiser is a candidate,
@@ -45,10 +52,12 @@
 //   included) are bitwise those of mnn_best: folding in extra exact pairs cannot
 //   change a maximum the candidates reach, nor its first index among ties.
 //   Descriptors longer than ~1.001 need the FP32 path.
-//   Thread mapping: mnn_approx_tc: 2-D grid (ceil(bound1 / 64), ceil(bound0 / 64)) of
+//   Thread mapping: halve_sides: grid (ceil(bound * DESC_DIM / 8 / TC_THREADS), 2), one
+//   thread per eight values, blockIdx.y the side. mnn_approx_tc: 2-D grid
+//   (ceil(bound1 / 64), ceil(bound0 / 64)) of
 //   TC_THREADS = 256-thread blocks (8 warps); warp w owns rows 16 (w / 2) .. +16 and
 //   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
-//   streamed through shared memory in chunks of TC_K = 64 (32 where DESC_DIM is
+//   streamed through shared memory in chunks of TC_K = 64 halves (32 where DESC_DIM is
 //   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
 //   every load of a chunk issued before the first use. mnn_refine_tc: grid
 //   (ceil(max(rows' entries, columns' entries) / TC_THREADS), 2) of TC_THREADS
@@ -63,8 +72,8 @@
 // (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
 // The pair table's words (xfeat_ros.gpu.kernels.PAIR_TABLE, used through mnn.cuh's
 // pair_row): PT_FIELDS, PT_D0, PT_COUNT0, PT_BOUND0, PT_D1, PT_COUNT1, PT_BOUND1,
-// PT_BEST_ROW, PT_BEST_COL, PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_IDX0,
-// PT_IDX1, PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.
+// PT_BEST_ROW, PT_BEST_COL, PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_H0,
+// PT_H1, PT_IDX0, PT_IDX1, PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.
 
 #ifndef TC_THREADS
 #error "TC_THREADS must be defined by the loader"
@@ -78,20 +87,60 @@
 #else
 #define TC_K 32
 #endif
-#define TC_STRIDE (TC_K + 4)
-#define TC_LOADS (TILE * (TC_K / 4) / TC_THREADS)
+#define TC_WORDS (TC_K / 2)                     // two halves a 32-bit word
+#define TC_STRIDE (TC_WORDS + 4)                // words a shared row: conflict-free fragments
+#define TC_LOADS (TILE * (TC_K / 8) / TC_THREADS)  // 16-byte loads a thread a side a chunk
+#define HALVE_ITEMS (DESC_DIM / 8)              // 16-byte groups of halves a descriptor
 
-__device__ __forceinline__ unsigned int to_tf32(float x)
+// Eight floats as eight FP16 (round to nearest even), lower index in the lower half.
+__device__ __forceinline__ unsigned int halves2(float lo, float hi)
 {
     unsigned int r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 
-__device__ __forceinline__ void mma_tf32(float* c, const unsigned int* a, unsigned int b0,
-                                         unsigned int b1)
+// Rows 0 .. count - 1 of src (float [bound, DESC_DIM]) as FP16 into dst (16-byte aligned):
+// one thread per eight values, threads of blockIdx.x.
+__device__ __forceinline__ void halve_side(const float* __restrict__ src, const int* count,
+                                           int bound, uint4* __restrict__ dst)
 {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+    const long long items = (long long)resolve_count(count, bound) * HALVE_ITEMS;
+    const long long e = (long long)blockIdx.x * TC_THREADS + threadIdx.x;
+    if (e < items) {
+        const float4 a = *reinterpret_cast<const float4*>(src + 8 * e);
+        const float4 b = *reinterpret_cast<const float4*>(src + 8 * e + 4);
+        dst[e] = make_uint4(halves2(a.x, a.y), halves2(a.z, a.w), halves2(b.x, b.y),
+                            halves2(b.z, b.w));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+halve_sides(const float* __restrict__ d0, const int* count0, int bound0, uint4* __restrict__ h0,
+            const float* __restrict__ d1, const int* count1, int bound1, uint4* __restrict__ h1)
+{
+    if (blockIdx.y == 0) {
+        halve_side(d0, count0, bound0, h0);
+    } else {
+        halve_side(d1, count1, bound1, h1);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+halve_sides_pairs(const u64* __restrict__ table)
+{
+    const u64* p = pair_row(table, blockIdx.z);
+    const int side = blockIdx.y;
+    halve_side(reinterpret_cast<const float*>(p[side ? PT_D1 : PT_D0]),
+               reinterpret_cast<const int*>(p[side ? PT_COUNT1 : PT_COUNT0]),
+               (int)p[side ? PT_BOUND1 : PT_BOUND0],
+               reinterpret_cast<uint4*>(p[side ? PT_H1 : PT_H0]));
+}
+
+__device__ __forceinline__ void mma_f16(float* c, const unsigned int* a, unsigned int b0,
+                                        unsigned int b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -99,7 +148,7 @@ __device__ __forceinline__ void mma_tf32(float* c, const unsigned int* a, unsign
 
 // This thread's place in the MMA fragments of a 64 x 64 tile (TC_THREADS = 8 warps): its
 // warp owns rows wr = 16 (warp / 2) .. +16 and columns wc = 32 (warp % 2) .. +32; within the
-// m16n8k8 fragments it is group g = lane / 4 (a row of A, a column of B) and t = lane % 4.
+// m16n8k16 fragments it is group g = lane / 4 (a row of A, a column of B) and t = lane % 4.
 struct Fragment {
     int g;
     int t;
@@ -119,10 +168,11 @@ __device__ __forceinline__ Fragment thread_fragment(int tid)
     return f;
 }
 
-// S~ of this thread's 32 tile entries: acc[nt][q] is row 16 (warp / 2) + g + 8 (q / 2),
-// column 32 (warp % 2) + 8 nt + 2 t + q % 2 of the 64 x 64 tile (g = lane / 4, t = lane % 4).
-__device__ __forceinline__ void tile_products(const float* __restrict__ d0, int n0,
-                                              const float* __restrict__ d1, int n1,
+// S~ of this thread's 32 tile entries from the FP16 rows h0 (n0 of them) and h1 (n1):
+// acc[nt][q] is row 16 (warp / 2) + g + 8 (q / 2), column 32 (warp % 2) + 8 nt + 2 t + q % 2
+// of the 64 x 64 tile (g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void tile_products(const uint4* __restrict__ h0, int n0,
+                                              const uint4* __restrict__ h1, int n1,
                                               int i_base, int j_base,
                                               unsigned int (*As)[TC_STRIDE],
                                               unsigned int (*Bs)[TC_STRIDE], float (&acc)[4][4])
@@ -132,49 +182,45 @@ __device__ __forceinline__ void tile_products(const float* __restrict__ d0, int 
     const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
     zero_tile(acc);
     for (int k0 = 0; k0 < DESC_DIM; k0 += TC_K) {
-        // 64 rows x TC_K floats per side; TC_LOADS float4 per thread per side, all
-        // issued before the first is stored (one memory latency per chunk)
-        float4 va[TC_LOADS];
-        float4 vb[TC_LOADS];
+        // 64 rows x TC_K halves a side; TC_LOADS 16-byte loads a thread a side, all issued
+        // before the first is stored (one memory latency a chunk)
+        uint4 va[TC_LOADS];
+        uint4 vb[TC_LOADS];
 #pragma unroll
         for (int l = 0; l < TC_LOADS; ++l) {
             const int e = tid + l * TC_THREADS;
-            const int r = e / (TC_K / 4);
-            const int c4 = (e - r * (TC_K / 4)) * 4;
-            va[l] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const int r = e / (TC_K / 8);
+            const int c = e - r * (TC_K / 8) + k0 / 8;  // 16-byte group within the row
+            va[l] = make_uint4(0u, 0u, 0u, 0u);
             vb[l] = va[l];
             if (i_base + r < n0) {
-                va[l] = *reinterpret_cast<const float4*>(
-                    d0 + (long long)(i_base + r) * DESC_DIM + k0 + c4);
+                va[l] = h0[(long long)(i_base + r) * HALVE_ITEMS + c];
             }
             if (j_base + r < n1) {
-                vb[l] = *reinterpret_cast<const float4*>(
-                    d1 + (long long)(j_base + r) * DESC_DIM + k0 + c4);
+                vb[l] = h1[(long long)(j_base + r) * HALVE_ITEMS + c];
             }
         }
 #pragma unroll
         for (int l = 0; l < TC_LOADS; ++l) {
             const int e = tid + l * TC_THREADS;
-            const int r = e / (TC_K / 4);
-            const int c4 = (e - r * (TC_K / 4)) * 4;
+            const int r = e / (TC_K / 8);
+            const int w = (e - r * (TC_K / 8)) * 4;
             // one 16-byte store a side (TC_STRIDE words a row: 16-byte aligned rows)
-            *reinterpret_cast<uint4*>(&As[r][c4]) = make_uint4(
-                to_tf32(va[l].x), to_tf32(va[l].y), to_tf32(va[l].z), to_tf32(va[l].w));
-            *reinterpret_cast<uint4*>(&Bs[r][c4]) = make_uint4(
-                to_tf32(vb[l].x), to_tf32(vb[l].y), to_tf32(vb[l].z), to_tf32(vb[l].w));
+            *reinterpret_cast<uint4*>(&As[r][w]) = va[l];
+            *reinterpret_cast<uint4*>(&Bs[r][w]) = vb[l];
         }
         __syncthreads();
 #pragma unroll
-        for (int kk = 0; kk < TC_K; kk += 8) {
+        for (int kw = 0; kw < TC_WORDS; kw += 8) {  // 16 halves = 8 words a step
             unsigned int a[4];
-            a[0] = As[wr + g][kk + t];
-            a[1] = As[wr + g + 8][kk + t];
-            a[2] = As[wr + g][kk + t + 4];
-            a[3] = As[wr + g + 8][kk + t + 4];
+            a[0] = As[wr + g][kw + t];
+            a[1] = As[wr + g + 8][kw + t];
+            a[2] = As[wr + g][kw + t + 4];
+            a[3] = As[wr + g + 8][kw + t + 4];
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt) {
                 const int n = wc + nt * 8 + g;
-                mma_tf32(acc[nt], a, Bs[n][kk + t], Bs[n][kk + t + 4]);
+                mma_f16(acc[nt], a, Bs[n][kw + t], Bs[n][kw + t + 4]);
             }
         }
         __syncthreads();
@@ -312,8 +358,8 @@ __device__ __forceinline__ void partial_top2s(const unsigned int (&o)[4][4], Fra
 
 template <class Outputs>
 __device__ __forceinline__ void
-approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
-            const float* __restrict__ d1, const int* count1, int bound1, Outputs outputs)
+approx_tile(const uint4* __restrict__ h0, const int* count0, int bound0,
+            const uint4* __restrict__ h1, const int* count1, int bound1, Outputs outputs)
 {
     TileOrigin tile;
     if (!tile_origin(count0, bound0, count1, bound1, tile)) {
@@ -324,7 +370,7 @@ approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
     __shared__ __align__(16) unsigned int Bs[TILE][TC_STRIDE];
     const int tid = threadIdx.x;
     float acc[4][4];
-    tile_products(d0, n0, d1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
+    tile_products(h0, n0, h1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
     // the operand tiles are free now: the warps' partial top twos go there
     Top2 (*s_row)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&As[0][0]);  // [column half][row]
     Top2 (*s_col)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&Bs[0][0]);  // [row quarter][col]
@@ -375,35 +421,35 @@ approx_tile(const float* __restrict__ d0, const int* count0, int bound0,
     }
 }
 
-// At least 6 blocks an SM (registers capped at 40): the kernel waits on memory, and its
-// 35 KB of shared memory fits 6 blocks in an sm_90 SM.
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 6)
-mnn_approx_tc(const float* __restrict__ d0, const int* count0, int bound0,
-              const float* __restrict__ d1, const int* count1, int bound1,
+// At least 6 blocks an SM (registers capped at 40) for DESC_DIM 64: the kernel waits on
+// memory, and its 18 KB of shared memory fits them in an sm_90 SM; ptxas spills nothing
+// in either entry point. Wider descriptors (two chunks) would spill at 40 registers, so
+// they get 80 and 3 blocks. The pairs' kernel reads its pointers and bounds from the pair
+// table (global memory, not the parameter bank) late, after the products.
+#if DESC_DIM <= 64
+#define APPROX_MIN_BLOCKS 6
+#else
+#define APPROX_MIN_BLOCKS 3
+#endif
+extern "C" __global__ void __launch_bounds__(TC_THREADS, APPROX_MIN_BLOCKS)
+mnn_approx_tc(const uint4* __restrict__ h0, const int* count0, int bound0,
+              const uint4* __restrict__ h1, const int* count1, int bound1,
               unsigned int* __restrict__ row_max, unsigned int* __restrict__ col_max,
               unsigned int* __restrict__ tile_first, unsigned int* __restrict__ tile_second)
 {
     const GivenOutputs outputs = {{row_max, col_max, tile_first, tile_second}};
-    approx_tile(d0, count0, bound0, d1, count1, bound1, outputs);
+    approx_tile(h0, count0, bound0, h1, count1, bound1, outputs);
 }
 
-// Pair blockIdx.z of a pair table (mnn.cuh: pair_row). Its pointers and bounds come from
-// global memory, not the parameter bank, so they take registers: at 40 (6 blocks an SM)
-// ptxas spills 8 words once for DESC_DIM 64 (stored before the products, read after);
-// wider descriptors would spill inside the products, so they get 80 registers and 3 blocks.
-#if DESC_DIM <= 64
-#define PAIRS_MIN_BLOCKS 6
-#else
-#define PAIRS_MIN_BLOCKS 3
-#endif
-extern "C" __global__ void __launch_bounds__(TC_THREADS, PAIRS_MIN_BLOCKS)
+// Pair blockIdx.z of a pair table (mnn.cuh: pair_row).
+extern "C" __global__ void __launch_bounds__(TC_THREADS, APPROX_MIN_BLOCKS)
 mnn_approx_tc_pairs(const u64* __restrict__ table)
 {
     const u64* p = pair_row(table, blockIdx.z);
     const TableOutputs outputs = {p};
-    approx_tile(reinterpret_cast<const float*>(p[PT_D0]),
+    approx_tile(reinterpret_cast<const uint4*>(p[PT_H0]),
                 reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
-                reinterpret_cast<const float*>(p[PT_D1]),
+                reinterpret_cast<const uint4*>(p[PT_H1]),
                 reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1], outputs);
 }
 

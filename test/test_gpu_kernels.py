@@ -495,21 +495,24 @@ def typed_rejections(array_module, stream):
 
 
 @pytest.mark.parametrize('rows,cols', [(1, 1), (1, 65), (64, 64), (65, 200), (4096, 4096)])
-def test_match_scratch_layout(rows, cols):
-    """Runs on CI: keys and maxima zeroed, then 8 bytes per row per column tile and back."""
-    zeroed, total = matching.scratch_layout(rows, cols)
-    assert zeroed == 12 * (rows + cols)
+@pytest.mark.parametrize('width', [64, 128])
+def test_match_scratch_layout(rows, cols, width):
+    """Runs on CI: keys and maxima zeroed, the tile tables, then the FP16 rows; 16-byte aligned."""
+    zeroed, total = matching.scratch_layout(rows, cols, width)
+    assert zeroed == -(-12 * (rows + cols) // 16) * 16
     row_tiles, col_tiles = -(-rows // 64), -(-cols // 64)
-    assert matching.tile_entries(rows, cols) == col_tiles * rows + row_tiles * cols
-    assert total == zeroed + 8 * (col_tiles * rows + row_tiles * cols)
-    # the six parts, back to back: keys of rows and columns, their maxima, then the tables
     entries = matching.tile_entries(rows, cols)
-    assert matching.scratch_parts(0, zeroed, rows, cols) == (
-        0, 8 * rows, 8 * (rows + cols), 12 * rows + 8 * cols, zeroed, zeroed + 4 * entries)
-    assert zeroed + 8 * entries == total
+    assert entries == col_tiles * rows + row_tiles * cols
+    tables = -(-8 * entries // 16) * 16
+    assert total == zeroed + tables + 2 * width * (rows + cols)
+    # the eight parts, back to back: keys of rows and columns, their maxima, the tables, halves
+    parts = matching.scratch_parts(0, zeroed, rows, cols, width)
+    assert parts == (0, 8 * rows, 8 * (rows + cols), 12 * rows + 8 * cols, zeroed,
+                     zeroed + 4 * entries, zeroed + tables, zeroed + tables + 2 * width * rows)
+    assert all(at % 16 == 0 for at in (zeroed, total) + parts[6:])
     # monotone, so a buffer sized for the largest pair of a flush fits every pair in it
-    assert matching.scratch_layout(rows + 1, cols)[1] >= total
-    assert matching.scratch_layout(rows, cols + 1)[1] >= total
+    assert matching.scratch_layout(rows + 1, cols, width)[1] >= total
+    assert matching.scratch_layout(rows, cols + 1, width)[1] >= total
 
 
 def test_match_typed_rejections_on_host(monkeypatch):

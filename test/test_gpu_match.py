@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The tensor-core matcher (TF32 candidates, exact FP32 re-check) bitwise against FP32.
+The tensor-core matcher (FP16 candidates, exact FP32 re-check) bitwise against FP32.
 
 ``mnn_approx_tc`` + ``mnn_refine_tc`` against ``mnn_best`` on random,
 near-tie, tied and real descriptors, widths 64 and 128, counts from one to
@@ -19,7 +19,7 @@ from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
 from test_gpu_kernels import correspondences, poison, unit_rows
-from xfeat_ros.gpu import matching, ops
+from xfeat_ros.gpu import kernels, matching, ops
 from xfeat_ros.match import mutual_nn_match
 
 
@@ -149,3 +149,36 @@ def test_tensor_core_matcher_on_real_descriptors(cp, stream, cpu_pipeline, share
         want = set(zip(idx0.tolist(), idx1.tolist()))
         got = set(zip(tc[0].tolist(), tc[1].tolist()))
         assert len(got ^ want) <= 2 and len(got) > 500
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('width', [64, 128])
+@pytest.mark.parametrize('n,count', [(1, None), (300, None), (4096, 3000), (65, 0)])
+def test_fp16_operands_equal_numpy_float16(cp, stream, width, n, count):
+    """
+    ``halve_sides``: the tiles' operands are NumPy's float16 (nearest, ties to even), bit for bit.
+
+    With subnormal, tie, signed-zero and out-of-range values; rows past a
+    device count are left as they were (poisoned here).
+    """
+    rng = np.random.default_rng(n + width)
+    d = unit_rows(rng, n, width).reshape(-1)
+    specials = np.array([2.0 ** -15, -2.0 ** -20, 2.0 ** -25, 2.0 ** -26, 3 * 2.0 ** -25,
+                         1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -0.0, 0.0, 65504, 1e-8],
+                        np.float32)
+    d[:len(specials)] = specials
+    expect = d.astype(np.float16).view(np.uint16)
+    side = count if count is not None else n
+    c, b = ops.count_args(ops.DeviceCount(cp.asarray(np.array([count], np.int32)), n)
+                          if count is not None else n)
+    src = cp.asarray(d)
+    halves = [poison(cp, n * width, np.uint16) for _ in range(2)]
+    module = kernels.match_tc_module(width, 0)
+    with stream:
+        ops.function(module, 'halve_sides')(
+            matching.halve_grid(n, width), (256,), (src, c, b, halves[0], src, c, b, halves[1]))
+    stream.synchronize()
+    for h in halves:
+        got = h.get()
+        np.testing.assert_array_equal(got[:side * width], expect[:side * width])
+        assert (got[side * width:] == 0x7F).all()

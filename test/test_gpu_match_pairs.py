@@ -23,12 +23,22 @@ def fake_array(ptr, size=0):
     return SimpleNamespace(data=SimpleNamespace(ptr=ptr), size=size)
 
 
-def test_pair_scratch_layout():
+@pytest.mark.parametrize('rows,cols', [(4096, 3000), (4096, 3001), (1, 64)])
+def test_pair_scratch_layout(rows, cols):
     """Runs on CI: the pairs' zeroed parts first (one memset), then each pair's tables."""
-    zeroed, total = matching.scratch_layout(4096, 3000)
-    zeroed_each, tables_at, tables_each, whole = matching.pair_scratch_layout(8, 4096, 3000)
+    zeroed, total = matching.scratch_layout(rows, cols, 64)
+    zeroed_each, tables_at, tables_each, whole = matching.pair_scratch_layout(8, rows, cols, 64)
     assert zeroed_each == zeroed and tables_at == 8 * zeroed
     assert tables_each == total - zeroed and whole == 8 * total
+    # every pair's keys 8-byte aligned and its FP16 rows 16-byte aligned (an odd rows + cols
+    # once put the second pair's 64-bit keys at an address 4 mod 8)
+    scratch = matching.PairScratch()
+    scratch.buffer = fake_array(1 << 20)
+    columns, cleared = scratch.columns(8, rows, cols, 64)
+    assert cleared == 8 * zeroed
+    for parts in columns:
+        assert parts[0] % 8 == 0 and parts[1] % 8 == 0
+        assert parts[6] % 16 == 0 and parts[7] % 16 == 0
 
 
 def test_pair_table_rows():
@@ -39,14 +49,14 @@ def test_pair_table_rows():
     side1 = SimpleNamespace(buffer=fake_array(3000), count=55, width=64)
     out = SimpleNamespace(idx0=fake_array(4000), idx1=fake_array(5000),
                           similarity=fake_array(6000), count=fake_array(7000), capacity=99)
-    scratch = [(11, 12, 13, 14, 15, 16), (21, 22, 23, 24, 25, 26)]
+    scratch = [(11, 12, 13, 14, 15, 16, 17, 18), (21, 22, 23, 24, 25, 26, 27, 28)]
     rows = matching.pair_table_rows([(side0, side1, out), (side1, side0, out)], scratch)
     assert rows.shape == (2, kernels.PAIR_FIELDS) and rows.dtype == np.uint64
     first = dict(zip(kernels.PAIR_TABLE, rows[0].tolist()))
     assert (first['d0'], first['count0'], first['bound0']) == (1000, 2000, 77)
     assert (first['d1'], first['count1'], first['bound1']) == (3000, 0, 55)
     assert [first[n] for n in ('best_row', 'best_col', 'row_max', 'col_max', 'tile_first',
-                               'tile_second')] == list(scratch[0])
+                               'tile_second', 'h0', 'h1')] == list(scratch[0])
     assert [first[n] for n in ('idx0', 'idx1', 'sim', 'match_count', 'capacity')] == [
         4000, 5000, 6000, 7000, 99]
     assert rows[1, col('d0')] == 3000 and rows[1, col('count1')] == 2000

@@ -60,8 +60,8 @@ FRAME_FIELDS = len(FRAME_TABLE)
 # entry points of match.cu and match_tc.cu): both descriptor sets (pointer, count pointer
 # or 0, bound), the pair's scratch and its outputs.
 PAIR_TABLE = ('d0', 'count0', 'bound0', 'd1', 'count1', 'bound1', 'best_row', 'best_col',
-              'row_max', 'col_max', 'tile_first', 'tile_second', 'idx0', 'idx1', 'sim',
-              'match_count', 'capacity', 'spare')
+              'row_max', 'col_max', 'tile_first', 'tile_second', 'h0', 'h1', 'idx0', 'idx1',
+              'sim', 'match_count', 'capacity', 'spare')
 PAIR_FIELDS = len(PAIR_TABLE)
 BASE_OPTIONS = ('--std=c++17',)
 # Kernels whose floats must round like the NumPy oracle: no contraction to FMA.

@@ -13,7 +13,8 @@ scratch and outputs from a *pair table* (:data:`xfeat_ros.gpu.kernels.PAIR_TABLE
 one row of 64-bit words per pair; :func:`pair_table_rows`). The matches equal
 :func:`mutual_nn_match`'s with ``tensor_cores=True`` bit for bit (the same device
 functions run). Each pair has a scratch of its own (:class:`PairScratch`): the
-keys and maxima of every pair first, zeroed by one memset, then the tile tables.
+keys and maxima of every pair first, zeroed by one memset, then the tile tables
+and the FP16 copies of the pair's descriptors that the tensor-core tiles read.
 
 Validation happens before anything is enqueued, with typed errors
 (:class:`xfeat_ros.errors.DescriptorLayoutError`).
@@ -53,6 +54,11 @@ def refine_grid(rows, cols, pairs=None):
     entries = max(blocks(cols, MATCH_TILE) * rows, blocks(rows, MATCH_TILE) * cols)
     grid = (blocks(entries, TC_THREADS), 2)
     return grid if pairs is None else grid + (pairs,)
+
+
+def halve_grid(bound, width):
+    """Grid of ``halve_sides`` for up to ``bound`` rows: a thread per 8 values, 2 sides."""
+    return (max(blocks(int(bound) * int(width) // 8, TC_THREADS), 1), 2)
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,10 @@ class ScratchViews:
     ``best_row`` / ``best_col`` uint64 packed best keys; ``row_max`` /
     ``col_max`` uint32 orderable tensor-core maxima; ``tile_first`` /
     ``tile_second`` (uint32) the two largest tensor-core values of each tile's
-    rows, then columns, tagged with their place in the tile (written before
-    they are read, so outside the memset). All but the keys are used by the
-    tensor-core path only.
+    rows, then columns, tagged with their place in the tile; ``half0`` /
+    ``half1`` (uint16) the two sides' descriptors as FP16 (the tables and
+    halves are written before they are read, so outside the memset). All but
+    the keys are used by the tensor-core path only.
     """
 
     best_row: object
@@ -112,6 +119,8 @@ class ScratchViews:
     col_max: object
     tile_first: object
     tile_second: object
+    half0: object
+    half1: object
     nbytes: int
 
 
@@ -121,29 +130,38 @@ def tile_entries(rows, cols):
     return blocks(cols, MATCH_TILE) * rows + blocks(rows, MATCH_TILE) * cols
 
 
-def scratch_layout(rows, cols):
+def align16(nbytes):
+    """Round a byte count up to a multiple of 16 (the FP16 rows are read 16 bytes at a time)."""
+    return -(-int(nbytes) // 16) * 16
+
+
+def scratch_layout(rows, cols, width):
     """
     Byte sizes ``(zeroed, total)`` of the matcher's scratch for ``rows`` x ``cols``.
 
     ``zeroed``: the keys (8 bytes) and maxima (4 bytes) of every row and
-    column; then the two tile tables, 8 bytes an entry (:func:`tile_entries`).
+    column, rounded up to 16 bytes; then the two tile tables, 8 bytes an entry
+    (:func:`tile_entries`), rounded up likewise; then both sides' descriptors
+    as FP16 (``2 * width`` bytes a row). Both sizes are multiples of 16.
     """
-    zeroed = 12 * (int(rows) + int(cols))
-    return zeroed, zeroed + 8 * tile_entries(rows, cols)
+    rows, cols = int(rows), int(cols)
+    zeroed = align16(12 * (rows + cols))
+    return zeroed, zeroed + align16(8 * tile_entries(rows, cols)) + 2 * int(width) * (rows + cols)
 
 
-def scratch_parts(keys_at, tables_at, rows, cols):
+def scratch_parts(keys_at, tables_at, rows, cols, width):
     """
     Where one matching's scratch parts lie, given where its keys and its tables start.
 
-    Returns ``(best_row, best_col, row_max, col_max, tile_first, tile_second)``
-    (the fields of :class:`ScratchViews`; pair-table columns), as offsets or
-    addresses like the two given.
+    Returns ``(best_row, best_col, row_max, col_max, tile_first, tile_second,
+    half0, half1)`` (the fields of :class:`ScratchViews`; pair-table columns),
+    as offsets or addresses like the two given.
     """
     maxima_at = keys_at + 8 * (rows + cols)
-    second_at = tables_at + 4 * tile_entries(rows, cols)
+    entries = tile_entries(rows, cols)
+    half0_at = tables_at + align16(8 * entries)
     return (keys_at, keys_at + 8 * rows, maxima_at, maxima_at + 4 * rows, tables_at,
-            second_at)
+            tables_at + 4 * entries, half0_at, half0_at + 2 * int(width) * rows)
 
 
 class GrowingBuffer:
@@ -168,20 +186,22 @@ class GrowingBuffer:
 class MatchScratch(GrowingBuffer):
     """Per-row / per-column scratch of the matcher in one buffer, grown on demand."""
 
-    def fits(self, rows, cols):
+    def fits(self, rows, cols, width):
         """Tell whether the buffer holds ``rows`` x ``cols`` without growing."""
-        return self.holds(scratch_layout(rows, cols)[1])
+        return self.holds(scratch_layout(rows, cols, width)[1])
 
-    def ensure(self, rows, cols):
+    def ensure(self, rows, cols, width):
         """Return :class:`ScratchViews` for ``rows`` x ``cols`` (one contiguous block)."""
         cp = _cupy()
-        zeroed, total = scratch_layout(rows, cols)
+        zeroed, total = scratch_layout(rows, cols, width)
         self.grow_to(total)
         entries = tile_entries(rows, cols)
         shapes = ((rows, cp.uint64), (cols, cp.uint64), (rows, cp.uint32), (cols, cp.uint32),
-                  (entries, cp.uint32), (entries, cp.uint32))
+                  (entries, cp.uint32), (entries, cp.uint32), (rows * width, cp.uint16),
+                  (cols * width, cp.uint16))
+        offsets = scratch_parts(0, zeroed, rows, cols, width)
         views = [cp.ndarray((size,), dtype=dtype, memptr=self.buffer.data + offset)
-                 for (size, dtype), offset in zip(shapes, scratch_parts(0, zeroed, rows, cols))]
+                 for (size, dtype), offset in zip(shapes, offsets)]
         return ScratchViews(*views, zeroed)
 
 
@@ -239,7 +259,7 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
         return
     # the tensor-core kernels read rows as float4: 16-byte aligned buffers only
     tensor_cores = bool(tensor_cores) and tensor_core_ready([(side0, side1, out)])
-    views = scratch.ensure(bound0, bound1)
+    views = scratch.ensure(bound0, bound1, int(width))
     _cupy().cuda.runtime.memsetAsync(views.best_row.data.ptr, 0, views.nbytes, stream.ptr)
     module = kernels.match_module(int(width), _device_id())
     c0, b0 = count_args(side0.count)
@@ -250,9 +270,12 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
         if tensor_cores:
             tc_module = kernels.match_tc_module(int(width), _device_id())
             tables = (views.tile_first, views.tile_second)
+            function(tc_module, 'halve_sides')(
+                halve_grid(max(bound0, bound1), width), (TC_THREADS,),
+                (side0.buffer, c0, b0, views.half0, side1.buffer, c1, b1, views.half1))
             function(tc_module, 'mnn_approx_tc')(
                 grid, (TC_THREADS,),
-                (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
+                (views.half0, c0, b0, views.half1, c1, b1, views.row_max, views.col_max)
                 + tables)
             function(tc_module, 'mnn_refine_tc')(
                 refine_grid(bound0, bound1), (TC_THREADS,),
@@ -271,15 +294,16 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
 
 # -- many pairs -----------------------------------------------------------------------------
 
-def pair_scratch_layout(pairs, rows, cols):
+def pair_scratch_layout(pairs, rows, cols, width):
     """
     Byte offsets of :class:`PairScratch` for ``pairs`` pairs of up to ``rows`` x ``cols``.
 
     Returns ``(zeroed_each, tables_at, tables_each, total)``: pair p's keys and
     maxima start at ``p * zeroed_each`` (all of them ``pairs * zeroed_each``
-    bytes, one memset); its tile tables at ``tables_at + p * tables_each``.
+    bytes, one memset); its tile tables and FP16 descriptors at ``tables_at +
+    p * tables_each``. Every part starts 16-byte aligned.
     """
-    zeroed, total = scratch_layout(rows, cols)
+    zeroed, total = scratch_layout(rows, cols, width)
     tables_each = total - zeroed
     return zeroed, pairs * zeroed, tables_each, pairs * total
 
@@ -287,20 +311,21 @@ def pair_scratch_layout(pairs, rows, cols):
 class PairScratch(GrowingBuffer):
     """The scratch of a batch of pairs in one buffer, grown on demand."""
 
-    def ensure(self, pairs, rows, cols):
+    def ensure(self, pairs, rows, cols, width):
         """Grow the buffer for ``pairs`` pairs of up to ``rows`` x ``cols`` (not in a capture)."""
-        self.grow_to(pair_scratch_layout(pairs, rows, cols)[3])
+        self.grow_to(pair_scratch_layout(pairs, rows, cols, width)[3])
 
-    def columns(self, pairs, rows, cols):
+    def columns(self, pairs, rows, cols, width):
         """
         Return the scratch columns of a pair table and the memset's size.
 
         Returns ``([(best_row, best_col, row_max, col_max, tile_first,
-        tile_second)] * pairs`` device addresses, bytes to zero).
+        tile_second, half0, half1)] * pairs`` device addresses, bytes to zero).
         """
-        zeroed, tables_at, tables_each, _ = pair_scratch_layout(pairs, rows, cols)
+        zeroed, tables_at, tables_each, _ = pair_scratch_layout(pairs, rows, cols, width)
         base = int(self.buffer.data.ptr)
-        return [scratch_parts(base + p * zeroed, base + tables_at + p * tables_each, rows, cols)
+        return [scratch_parts(base + p * zeroed, base + tables_at + p * tables_each, rows, cols,
+                              width)
                 for p in range(pairs)], pairs * zeroed
 
 
@@ -321,7 +346,7 @@ def pair_table_rows(pairs, scratch_columns):
             rows[p, col('count' + suffix)] = _ptr(side.count.array) if device else 0
             rows[p, col('bound' + suffix)] = side.count.bound if device else int(side.count)
         for name, address in zip(('best_row', 'best_col', 'row_max', 'col_max', 'tile_first',
-                                  'tile_second'), scratch):
+                                  'tile_second', 'h0', 'h1'), scratch):
             rows[p, col(name)] = address
         rows[p, col('idx0')] = _ptr(out.idx0)
         rows[p, col('idx1')] = _ptr(out.idx1)
@@ -347,14 +372,14 @@ def check_pairs(pairs, width):
     return rows, cols
 
 
-def pair_table(pairs, scratch, rows, cols):
+def pair_table(pairs, scratch, rows, cols, width):
     """
     Upload the pair table of ``pairs`` (checked; ``scratch`` sized for ``rows`` x ``cols``).
 
     Outside any capture. Returns ``(table, zeroed)``: the device table and the
     bytes the launch's memset clears.
     """
-    columns, zeroed = scratch.columns(len(pairs), rows, cols)
+    columns, zeroed = scratch.columns(len(pairs), rows, cols, width)
     return _cupy().asarray(pair_table_rows(pairs, columns)), zeroed
 
 
@@ -366,8 +391,8 @@ def upload_table(pairs, scratch, width):
     bounds and the bytes the launch's memset clears.
     """
     rows, cols = check_pairs(pairs, width)
-    scratch.ensure(len(pairs), rows, cols)
-    table, zeroed = pair_table(pairs, scratch, rows, cols)
+    scratch.ensure(len(pairs), rows, cols, width)
+    table, zeroed = pair_table(pairs, scratch, rows, cols, width)
     return table, rows, cols, zeroed
 
 
@@ -386,6 +411,8 @@ def match_pairs(table, rows, cols, zeroed, scratch, min_cossim, stream, width=64
     module = kernels.match_module(int(width), _device_id())
     use_min = float(min_cossim) > 0
     with stream:
+        function(tc_module, 'halve_sides_pairs')(
+            halve_grid(max(rows, cols), width) + (count,), (TC_THREADS,), (table,))
         function(tc_module, 'mnn_approx_tc_pairs')(
             (blocks(cols, MATCH_TILE), blocks(rows, MATCH_TILE), count), (TC_THREADS,),
             (table,))

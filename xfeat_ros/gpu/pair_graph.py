@@ -184,10 +184,11 @@ class PairMatcher:
             return []
         rows, cols = check_pairs(triples, self.desc_dim)
         size = self.batch_pairs
-        self.pair_scratch.ensure(min(len(pairs), size), rows, cols)
+        self.pair_scratch.ensure(min(len(pairs), size), rows, cols, self.desc_dim)
         plan = []
         for at in range(0, len(pairs), size):
-            table, zeroed = pair_table(triples[at:at + size], self.pair_scratch, rows, cols)
+            table, zeroed = pair_table(triples[at:at + size], self.pair_scratch, rows, cols,
+                                       self.desc_dim)
             plan.append((pairs[at:at + size], (table, rows, cols, zeroed)))
         return plan
 
@@ -205,8 +206,8 @@ class PairMatcher:
         else:
             rows = max(p.capacity for p, _, _ in pairs)
             cols = max(s.capacity for _, s, _ in pairs)
-            if not self.scratch.fits(rows, cols):
-                self.scratch.ensure(rows, cols)
+            if not self.scratch.fits(rows, cols, self.desc_dim):
+                self.scratch.ensure(rows, cols, self.desc_dim)
             key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), settings.min_cossim,
                    self.scratch.generation, settings.epipolar)
             settings.launch(self.graphs, key, lambda: self._match_pairs(pairs, settings))
