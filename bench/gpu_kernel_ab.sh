@@ -23,6 +23,8 @@
 #             per phase (clock64 stamps), this tree only
 # NEW_ENV (e.g. "CUDA_DEVICE_MAX_CONNECTIONS=32"): extra environment of the new arm only, in
 # the timeline and pipeline sections (an A/B of a setting: .base may be this tree's commit).
+# BASE (default .base): another base tree of the same form, e.g. BASE=.base2 for a second
+# A/B in the same call.
 # Everything lands in $OUT; one summary line per step in $OUT/steps.txt.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -31,10 +33,11 @@ mkdir -p "${OUT}"
 export PYTHONUNBUFFERED=1
 export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-${PWD}/.devshared}"
 SHARED="${XFEAT_ROS_SHARED}"
-[[ -d .base/xfeat_ros ]] || { echo "gpu_kernel_ab: no .base/xfeat_ros (see the header)"; exit 2; }
-mkdir -p .base/xfeat_ros/data
-cp -n xfeat_ros/data/xfeat_backbone.npz .base/xfeat_ros/data/ 2>/dev/null
-[[ -e .base/test ]] || ln -s ../test .base/test
+BASE="${BASE:-.base}"
+[[ -d ${BASE}/xfeat_ros ]] || { echo "gpu_kernel_ab: no ${BASE}/xfeat_ros (see the header)"; exit 2; }
+mkdir -p "${BASE}/xfeat_ros/data"
+cp -n xfeat_ros/data/xfeat_backbone.npz "${BASE}/xfeat_ros/data/" 2>/dev/null
+[[ -e ${BASE}/test ]] || ln -s ../test "${BASE}/test"
 rc=0
 
 step() {  # step NAME LOG COMMAND...: run, keep the log, note rc and seconds
@@ -58,7 +61,7 @@ for section in ${SECTIONS:-tests ransac engine}; do
     ransac)
       for arm in base new; do
         tree="${PWD}"
-        [[ ${arm} == base ]] && tree="${PWD}/.base"
+        [[ ${arm} == base ]] && tree="${PWD}/${BASE}"
         step "ransac_${arm}" "ransac_${arm}.log" env PYTHONPATH="${tree}" timeout 240 \
           python3 bench/ransac_timing.py --shared "${SHARED}" --matches "${SHARED}/matches.npz" \
           --no-reference --reps 30 --out "${OUT}/ransac_${arm}.json" \
@@ -85,7 +88,7 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
     timeline)
       for arm in base new; do
         script=bench/device_timeline.py
-        [[ ${arm} == base ]] && script=.base/bench/device_timeline.py
+        [[ ${arm} == base ]] && script=${BASE}/bench/device_timeline.py
         extra=()
         [[ ${arm} == new ]] && read -r -a extra <<< "${NEW_ENV:-}"
         step "timeline_${arm}" "timeline_${arm}.log" env "${extra[@]}" timeout 200 python3 "${script}" \
@@ -98,7 +101,7 @@ sys.exit(0 if len(same) == len(keys) == len(new.files) else 1)
         for arm in base new; do
           tree="${PWD}"
           extra=()
-          [[ ${arm} == base ]] && tree="${PWD}/.base"
+          [[ ${arm} == base ]] && tree="${PWD}/${BASE}"
           [[ ${arm} == new ]] && read -r -a extra <<< "${NEW_ENV:-}"
           step "pipeline_${arm}_${round}" "pipeline_${arm}_${round}.log" \
             env "${extra[@]}" PYTHONSAFEPATH=1 PYTHONPATH="${tree}" timeout 300 python3 -m xfeat_ros.tools.bench \

@@ -48,7 +48,7 @@ EPIPOLAR_BRANCHES = 8
 # are always still here.
 TABLES_KEPT = 128
 # Pairs matched by one launch per kernel (a flush with more goes in chunks of this many):
-# bounds the pairs' scratch (~4.3 MB a 4096 x 4096 pair) and lets the first chunk's checks
+# bounds the pairs' scratch (~5.3 MB a 4096 x 4096 pair) and lets the first chunk's checks
 # start while the next chunk is matched.
 BATCH_PAIRS = 8
 
