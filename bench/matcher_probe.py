@@ -38,8 +38,10 @@ EPILOGUE_END = '\n}\n'  # the first brace at column 0 after the start: approx_ti
 ROW_ATOMIC = '                atomicMax(&out.row_max[i], v.first | TAG_MASK);\n'
 COL_ATOMIC = '                atomicMax(&out.col_max[j], v.first | TAG_MASK);\n'
 TABLE_STORES = ('            tile_first[at] = v.first;\n            tile_second[at] = v.second;\n')
-# the minimum of blocks an SM where an SM runs 2048 threads (sm_90), DESC_DIM 64
-BLOCKS = re.compile(r'(__CUDA_ARCH__ == 900\)\n#define APPROX_MIN_BLOCKS )\d+\n')
+# the minimum of blocks an SM on sm_90 for DESC_DIM 64 (one value for every arch, or one
+# where an SM runs 2048 threads)
+BLOCKS = re.compile(r'((?:#if DESC_DIM <= 64|__CUDA_ARCH__ == 900\))\n'
+                    r'#define APPROX_MIN_BLOCKS )\d+\n')
 # keeps every product alive at the cost of a sum and one rarely taken store
 PRODUCTS_ONLY = """    float s = 0.0f;
 #pragma unroll
