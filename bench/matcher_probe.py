@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from xfeat_ros.gpu import kernels, matching, ops  # noqa: E402
 
-EPILOGUE_START = "    // the operand tiles are free now: the warps' partial top twos go there\n"
+EPILOGUE_START = '    // the operand tiles are free now'
 EPILOGUE_END = '\n}\n'  # the first brace at column 0 after the start: approx_tile's end
 ROW_ATOMIC = '                atomicMax(&out.row_max[i], v.first | TAG_MASK);\n'
 COL_ATOMIC = '                atomicMax(&out.col_max[j], v.first | TAG_MASK);\n'

@@ -59,7 +59,9 @@
 //   columns 32 (w % 2) .. +32 of the tile (four 16 x 8 MMA tiles); DESC_DIM is
 //   streamed through shared memory in chunks of TC_K = 64 halves (32 where DESC_DIM is
 //   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
-//   every load of a chunk issued before the first use. mnn_refine_tc: grid
+//   every load of a chunk issued before the first use. After the products each warp
+//   passes its 16 x 32 values through shared memory transposed, so that lane l reduces
+//   column l of the warp's part without shuffles (the rows reduce by shuffles). mnn_refine_tc: grid
 //   (ceil(max(rows' entries, columns' entries) / TC_THREADS), 2) of TC_THREADS
 //   threads, one thread per table entry (blockIdx.y 0: rows, 1: columns); a
 //   whole row or column of a tile is shared by the warp, one pair per lane.
@@ -301,17 +303,32 @@ struct TableOutputs {
     }
 };
 
+// Shared memory of a tile (words): the operand tiles As and Bs during the products; after
+// them, each warp's columns transposed (COL_STRIDE words a column of its 16 rows: 16-byte
+// aligned, conflict-free 32-bit stores and 16-byte loads), then the warps' partial top
+// twos of the rows (s_row) and columns (s_col) past those.
+#define COL_STRIDE 20
+#define WARP_COLS_WORDS (32 * COL_STRIDE)
+#define S_ROW_AT ((TC_THREADS / 32) * WARP_COLS_WORDS)
+#define S_COL_AT (S_ROW_AT + 2 * TILE * 2)
+#define OPERAND_WORDS (2 * TILE * TC_STRIDE)
+#define TILE_SMEM_WORDS \
+    (OPERAND_WORDS > S_COL_AT + 4 * TILE * 2 ? OPERAND_WORDS : S_COL_AT + 4 * TILE * 2)
+
 // The warps' partial top twos of a tile's rows (s_row[column half][row]) and columns
 // (s_col[row quarter][column]) from this thread's products ``o`` (orderable bits, tag
 // bits clear; o[nt][q] at the place acc[nt][q] has in tile_products), over the first
 // ``rows`` rows and ``cols`` columns of the tile; WHOLE: all 64 of each (no bounds test).
+// Rows: top two over the thread's 8 columns, then over t by shuffles. Columns: the warp's
+// 16 x 32 values (tagged with their row) go through its part of ``smem`` transposed, and
+// lane l takes the top two of column wc + l over the warp's 16 rows (an entry outside
+// the counts is 0, which no top two keeps).
 template <bool WHOLE>
 __device__ __forceinline__ void partial_top2s(const unsigned int (&o)[4][4], Fragment f,
-                                              int rows, int cols, Top2 (*s_row)[TILE],
-                                              Top2 (*s_col)[TILE])
+                                              int rows, int cols, unsigned int* smem,
+                                              Top2 (*s_row)[TILE], Top2 (*s_col)[TILE])
 {
     const int g = f.g, t = f.t, wr = f.wr, wc = f.wc;
-    // rows g and g + 8 of the warp tile: top two over this thread's 8 columns, then over t
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int r = wr + g + 8 * h;
@@ -332,28 +349,30 @@ __device__ __forceinline__ void partial_top2s(const unsigned int (&o)[4][4], Fra
             s_row[wc >> 5][r] = v;
         }
     }
-    // columns 2 t + e of each n-tile: top two over rows g, g + 8, then over g
+    unsigned int* columns = smem + (threadIdx.x >> 5) * WARP_COLS_WORDS;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int c = wc + nt * 8 + 2 * t + e;
-            Top2 v = {0u, 0u};
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wr + g + 8 * h;
-                if (WHOLE || (r < rows && c < cols)) {
-                    v = top2_add(v, o[nt][2 * h + e] | (unsigned int)r);
-                }
-            }
-            v = top2_xor(v, 4);
-            v = top2_xor(v, 8);
-            v = top2_xor(v, 16);
-            if (g == 0) {
-                s_col[wr >> 4][c] = v;
-            }
+        for (int q = 0; q < 4; ++q) {
+            const int col = nt * 8 + 2 * t + (q & 1);  // in the warp's 32
+            const int row = g + 8 * (q >> 1);          // in the warp's 16
+            const bool inside = WHOLE || (wr + row < rows && wc + col < cols);
+            columns[col * COL_STRIDE + row] =
+                inside ? (o[nt][q] | (unsigned int)(wr + row)) : 0u;
         }
     }
+    __syncwarp();
+    const int lane = threadIdx.x & 31;
+    Top2 v = {0u, 0u};
+#pragma unroll
+    for (int k = 0; k < 16; k += 4) {
+        const uint4 x = *reinterpret_cast<const uint4*>(columns + lane * COL_STRIDE + k);
+        v = top2_add(v, x.x);
+        v = top2_add(v, x.y);
+        v = top2_add(v, x.z);
+        v = top2_add(v, x.w);
+    }
+    s_col[wr >> 4][wc + lane] = v;
 }
 
 template <class Outputs>
@@ -366,14 +385,16 @@ approx_tile(const uint4* __restrict__ h0, const int* count0, int bound0,
         return;
     }
     const int n0 = tile.n0, n1 = tile.n1, i_base = tile.i_base, j_base = tile.j_base;
-    __shared__ __align__(16) unsigned int As[TILE][TC_STRIDE];
-    __shared__ __align__(16) unsigned int Bs[TILE][TC_STRIDE];
+    __shared__ __align__(16) unsigned int smem[TILE_SMEM_WORDS];
+    unsigned int (*As)[TC_STRIDE] = reinterpret_cast<unsigned int (*)[TC_STRIDE]>(smem);
+    unsigned int (*Bs)[TC_STRIDE] =
+        reinterpret_cast<unsigned int (*)[TC_STRIDE]>(smem + TILE * TC_STRIDE);
     const int tid = threadIdx.x;
     float acc[4][4];
     tile_products(h0, n0, h1, n1, i_base, j_base, As, Bs, acc);  // syncs after the last use
-    // the operand tiles are free now: the warps' partial top twos go there
-    Top2 (*s_row)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&As[0][0]);  // [column half][row]
-    Top2 (*s_col)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(&Bs[0][0]);  // [row quarter][col]
+    // the operand tiles are free now: the columns' transposes and the top twos go there
+    Top2 (*s_row)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(smem + S_ROW_AT);  // [half][row]
+    Top2 (*s_col)[TILE] = reinterpret_cast<Top2 (*)[TILE]>(smem + S_COL_AT);  // [quarter][col]
     // every product once as orderable bits with the tag bits clear: tagged(v, p) = o | p
     unsigned int o[4][4];
 #pragma unroll
@@ -385,9 +406,9 @@ approx_tile(const uint4* __restrict__ h0, const int* count0, int bound0,
     }
     const Fragment f = thread_fragment(tid);
     if (i_base + TILE <= n0 && j_base + TILE <= n1) {
-        partial_top2s<true>(o, f, TILE, TILE, s_row, s_col);
+        partial_top2s<true>(o, f, TILE, TILE, smem, s_row, s_col);
     } else {
-        partial_top2s<false>(o, f, n0 - i_base, n1 - j_base, s_row, s_col);
+        partial_top2s<false>(o, f, n0 - i_base, n1 - j_base, smem, s_row, s_col);
     }
     __syncthreads();
     const long long cols_at = (long long)((bound1 + TILE - 1) / TILE) * bound0;
@@ -422,7 +443,7 @@ approx_tile(const uint4* __restrict__ h0, const int* count0, int bound0,
 }
 
 // At least 6 blocks an SM (registers capped at 40) for DESC_DIM 64: the kernel waits on
-// memory, and its 18 KB of shared memory fits them in an sm_90 SM; ptxas spills nothing
+// memory, and its 23 KB of shared memory fits them in an sm_90 SM; ptxas spills nothing
 // in either entry point. Wider descriptors (two chunks) would spill at 40 registers, so
 // they get 80 and 3 blocks. The pairs' kernel reads its pointers and bounds from the pair
 // table (global memory, not the parameter bank) late, after the products.
