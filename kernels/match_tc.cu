@@ -61,7 +61,8 @@
 //   not a multiple of 64; rows padded by 4 words: conflict-free fragment reads),
 //   every load of a chunk issued before the first use. After the products each warp
 //   passes its 16 x 32 values through shared memory transposed, so that lane l reduces
-//   column l of the warp's part without shuffles (the rows reduce by shuffles). mnn_refine_tc: grid
+//   column l of the warp's part without shuffles (the rows reduce by shuffles).
+//   mnn_refine_tc: grid
 //   (ceil(max(rows' entries, columns' entries) / TC_THREADS), 2) of TC_THREADS
 //   threads, one thread per table entry (blockIdx.y 0: rows, 1: columns); a
 //   whole row or column of a tile is shared by the warp, one pair per lane.
@@ -94,7 +95,7 @@
 #define TC_LOADS (TILE * (TC_K / 8) / TC_THREADS)  // 16-byte loads a thread a side a chunk
 #define HALVE_ITEMS (DESC_DIM / 8)              // 16-byte groups of halves a descriptor
 
-// Eight floats as eight FP16 (round to nearest even), lower index in the lower half.
+// Two floats as two FP16 in one word (round to nearest even), lo in the lower half.
 __device__ __forceinline__ unsigned int halves2(float lo, float hi)
 {
     unsigned int r;
