@@ -68,6 +68,23 @@ def test_environment_records():
                                                   and commit.startswith(short))
     assert plumbing.run_text([sys.executable, '-c', 'raise SystemExit(3)']) is None
     assert plumbing.run_text(['/no/such/program']) is None
+    assert env['git_dirty'] in (True, False, None)
+
+
+def test_git_dirty_says_whether_tracked_files_changed(tmp_path):
+    """A benchmark's JSON tells a committed tree from an edited one (untracked files aside)."""
+    assert plumbing.git_dirty(tmp_path) is None  # not a repository
+    git = ['git', '-C', str(tmp_path), '-c', 'user.name=t', '-c', 'user.email=t@example.com']
+    if plumbing.run_text(git[:3] + ['init', '-q']) is None:
+        pytest.skip('git is not available')
+    (tmp_path / 'kernel.cu').write_text('a\n')
+    assert plumbing.run_text(git + ['add', 'kernel.cu']) is not None
+    assert plumbing.run_text(git + ['commit', '-q', '-m', 'first']) is not None
+    assert plumbing.git_dirty(tmp_path) is False
+    (tmp_path / 'notes.txt').write_text('untracked\n')
+    assert plumbing.git_dirty(tmp_path) is False
+    (tmp_path / 'kernel.cu').write_text('b\n')
+    assert plumbing.git_dirty(tmp_path) is True
 
 
 def test_load_upstream_errors(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ What the tools share: upstream XFeat, records of the run's environment, a node p
 * :func:`load_upstream` imports upstream XFeat from a checkout (``modules/``)
   and loads a weights dict into its network (``xfeat_bench --upstream``,
   ``xfeat_eval --upstream``).
-* :func:`environment`, :func:`versions`, :func:`cpu_model`, :func:`git_commit`
+* :func:`environment`, :func:`versions`, :func:`cpu_model`, :func:`git_commit`,
+  :func:`git_dirty`
   record where and with what a measurement ran.
 * :func:`start_node` / :func:`stop_process` start ``xfeat_node`` as its own
   process with ``--ros-args`` parameters and stop it as Ctrl-C would;
@@ -95,6 +96,13 @@ def git_commit(directory=REPO, short=False):
                      'HEAD']) or None
 
 
+def git_dirty(directory=REPO):
+    """Tell whether tracked files in ``directory`` differ from its commit (None without git)."""
+    status = run_text(['git', '-C', str(directory), 'status', '--porcelain',
+                       '--untracked-files=no'])
+    return None if status is None else bool(status)
+
+
 def cpu_model():
     """Return the CPU's model name from /proc/cpuinfo, or None."""
     try:
@@ -120,7 +128,7 @@ def environment():
     """Date, command, machine, GPU, driver and library versions of this run."""
     env = {'date_utc': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
            'command': [Path(sys.argv[0]).name] + sys.argv[1:],
-           'git_commit': git_commit(REPO, short=True),
+           'git_commit': git_commit(REPO, short=True), 'git_dirty': git_dirty(REPO),
            'python': platform.python_version(), 'machine': platform.machine(),
            'cpu': cpu_model(), 'cores': os.cpu_count(), 'load_average': list(os.getloadavg()),
            'numpy': np.__version__,
