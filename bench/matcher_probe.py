@@ -38,10 +38,8 @@ EPILOGUE_END = '\n}\n'  # the first brace at column 0 after the start: approx_ti
 ROW_ATOMIC = '                atomicMax(&out.row_max[i], v.first | TAG_MASK);\n'
 COL_ATOMIC = '                atomicMax(&out.col_max[j], v.first | TAG_MASK);\n'
 TABLE_STORES = ('            tile_first[at] = v.first;\n            tile_second[at] = v.second;\n')
-# the minimum of blocks an SM on sm_90 for DESC_DIM 64 (one value for every arch, or one
-# where an SM runs 2048 threads)
-BLOCKS = re.compile(r'((?:#if DESC_DIM <= 64|__CUDA_ARCH__ == 900\))\n'
-                    r'#define APPROX_MIN_BLOCKS )\d+\n')
+# the minimum of blocks an SM for DESC_DIM 64
+BLOCKS = re.compile(r'(#if DESC_DIM <= 64\n#define APPROX_MIN_BLOCKS )\d+\n')
 # keeps every product alive at the cost of a sum and one rarely taken store
 PRODUCTS_ONLY = """    float s = 0.0f;
 #pragma unroll
@@ -77,9 +75,9 @@ def variant_source(source, name):
     if name == 'no_tables':
         return replace_all(source, TABLE_STORES, '', name, times=2)  # rows' and columns'
     if name == 'products_only':
-        start = source.index(EPILOGUE_START) if EPILOGUE_START in source else -1
-        end = source.find(EPILOGUE_END, start)
-        if start < 0 or end < 0:
+        start = source.find(EPILOGUE_START)
+        end = source.find(EPILOGUE_END, start) if start >= 0 else -1
+        if end < 0:
             raise SystemExit('matcher_probe: products_only: epilogue anchors not found')
         return source[:start] + PRODUCTS_ONLY + source[end:]
     raise SystemExit(f'matcher_probe: unknown variant {name}')

@@ -312,9 +312,9 @@ struct TableOutputs {
 #define WARP_COLS_WORDS (32 * COL_STRIDE)
 #define S_ROW_AT ((TC_THREADS / 32) * WARP_COLS_WORDS)
 #define S_COL_AT (S_ROW_AT + 2 * TILE * 2)
+#define TOP2_END (S_COL_AT + 4 * TILE * 2)
 #define OPERAND_WORDS (2 * TILE * TC_STRIDE)
-#define TILE_SMEM_WORDS \
-    (OPERAND_WORDS > S_COL_AT + 4 * TILE * 2 ? OPERAND_WORDS : S_COL_AT + 4 * TILE * 2)
+#define TILE_SMEM_WORDS (OPERAND_WORDS > TOP2_END ? OPERAND_WORDS : TOP2_END)
 
 // The warps' partial top twos of a tile's rows (s_row[column half][row]) and columns
 // (s_col[row quarter][column]) from this thread's products ``o`` (orderable bits, tag

@@ -158,7 +158,7 @@ def test_fp16_operands_equal_numpy_float16(cp, stream, width, n, count):
     """
     ``halve_sides``: the tiles' operands are NumPy's float16 (nearest, ties to even), bit for bit.
 
-    With subnormal, tie, signed-zero and out-of-range values; rows past a
+    With subnormal, tie, signed-zero and largest-finite values; rows past a
     device count are left as they were (poisoned here).
     """
     rng = np.random.default_rng(n + width)

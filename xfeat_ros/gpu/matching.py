@@ -144,9 +144,9 @@ def scratch_layout(rows, cols, width):
     (:func:`tile_entries`), rounded up likewise; then both sides' descriptors
     as FP16 (``2 * width`` bytes a row). Both sizes are multiples of 16.
     """
-    rows, cols = int(rows), int(cols)
-    zeroed = align16(12 * (rows + cols))
-    return zeroed, zeroed + align16(8 * tile_entries(rows, cols)) + 2 * int(width) * (rows + cols)
+    zeroed = align16(12 * (int(rows) + int(cols)))
+    half1_at = scratch_parts(0, zeroed, rows, cols, width)[-1]
+    return zeroed, half1_at + 2 * int(width) * int(cols)
 
 
 def scratch_parts(keys_at, tables_at, rows, cols, width):
