@@ -229,21 +229,6 @@ def test_padding_and_size_estimate():
     assert data[4 + 20:] == bytes(4)
 
 
-@pytest.mark.parametrize('count', [0, 1, 7, 4096])
-def test_write_into_equals_to_bytes(count):
-    writer = cdr.write_keypoints(cdr.CdrWriter(), header('cam_5'), features(count, seed=count),
-                                 (np.arange(count, dtype=np.uint64),
-                                  np.ones(count, np.uint32)))
-    size = writer.size()
-    buffer = np.full(size + 9, 0xAB, np.uint8)
-    assert writer.write_into(buffer) == size
-    assert buffer[:size].tobytes() == writer.to_bytes()
-    assert (buffer[size:] == 0xAB).all()        # nothing written past the message
-    assert writer.size() == size                # the tail is counted once
-    with pytest.raises(ValueError, match='cannot hold'):
-        writer.write_into(np.zeros(size - 1, np.uint8))
-
-
 def test_publish_serialized_and_receive_raw():
     """Publish our bytes as Keypoints through rclpy; parse a raw Image subscription."""
     from rclpy.executors import SingleThreadedExecutor

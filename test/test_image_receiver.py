@@ -11,9 +11,9 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture(params=['rclpy', 'rcl'])
-def rig(request):
-    """Make a node with a receiver (taking through rclpy or rcl), a publisher, an executor."""
+@pytest.fixture
+def rig():
+    """Make a node with a receiver, a publisher on its topic and an executor over the node."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -23,10 +23,7 @@ def rig(request):
     rclpy.init(context=context)
     node = rclpy.create_node('receiver_test', context=context)
     errors = []
-    from xfeat_ros import rcl_io
-    rcl = rcl_io.load() if request.param == 'rcl' else None
-    assert request.param == 'rclpy' or rcl is not None
-    receiver = ImageReceiver(node, on_error=errors.append, rcl=rcl)
+    receiver = ImageReceiver(node, on_error=errors.append)
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     publisher = node.create_publisher(Image, 'receiver_test/image', qos)
     executor = SingleThreadedExecutor(context=context)

@@ -104,8 +104,7 @@ class Rig:
         # node's Keypoints writer counts the client's reader (else its first are lost).
         assert self.wait(lambda: self.publisher.get_subscription_count() > 0
                          and self.node.ports[''].publishers > 0
-                         and self.node.ports[''].keypoints.publisher
-                         .get_subscription_count() > 0, 10)
+                         and self.node.ports[''].keypoints.get_subscription_count() > 0, 10)
 
     @staticmethod
     def wait(predicate, timeout):

@@ -24,9 +24,7 @@ serialized message):
 * :func:`matches_cdr` - the ``xfeat_ros_msgs/Matches`` of
   :func:`xfeat_ros.messages.matches_msg`, same arguments.
 
-Each array is copied once, into the ``bytes`` object handed to rclpy, or
-(:meth:`CdrWriter.write_into`) into a buffer that
-:class:`xfeat_ros.rcl_io.SerializedPublisher` keeps across messages.
+Each array is copied once, into the ``bytes`` object handed to rclpy.
 
 Reading: :func:`parse_image` turns the payload of a raw subscription
 (``create_subscription(Image, topic, callback, qos, raw=True)``: the callback
@@ -114,35 +112,14 @@ class CdrWriter:
         else:  # not written, but counted by the size estimate
             self.estimate += -self.estimate % dtype.itemsize
 
-    def _finish(self):
-        """Append the unused tail that rclpy's size estimate leaves (once)."""
+    def to_bytes(self):
+        """Return the message as ``bytes`` (the one copy of every array)."""
         tail = self.estimate - self.position
         if tail > 0:
             self.padding.append((self.position + len(ENCAPSULATION_LE), tail))
             self.parts.append(bytes(tail))
             self.position = self.estimate
-
-    def size(self):
-        """Return the message's length in bytes (encapsulation and tail included)."""
-        self._finish()
-        return self.position + len(ENCAPSULATION_LE)
-
-    def to_bytes(self):
-        """Return the message as ``bytes`` (the one copy of every array)."""
-        self._finish()
         return b''.join(self.parts)
-
-    def write_into(self, buffer):
-        """Copy the message into the start of ``buffer`` (uint8, >= :meth:`size`); its length."""
-        size = self.size()
-        if buffer.size < size:
-            raise ValueError(f'a buffer of {buffer.size} bytes cannot hold {size}')
-        offset = 0
-        for part in self.parts:
-            end = offset + len(part)
-            buffer[offset:end] = np.frombuffer(part, np.uint8)
-            offset = end
-        return size
 
 
 def write_keypoints(writer, header, features, tracks=None, encoding='float32'):

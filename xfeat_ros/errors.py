@@ -81,9 +81,5 @@ class DeviceError(XFeatError):
     """
 
 
-class TransportError(XFeatError):
-    """The middleware refused to publish or take a message (rcl's message attached)."""
-
-
 class DatasetError(XFeatError):
     """A dataset folder has no recognised layout or lacks its ground truth or calibration."""

@@ -37,10 +37,9 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
-from xfeat_ros import heap, rcl_io
+from xfeat_ros import heap
 from xfeat_ros.camera import CameraModel
-from xfeat_ros.cdr import (CdrWriter, Header, header_msg, parse_image, write_keypoints,
-                           write_matches)
+from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
 from xfeat_ros.core.gaps import lost_hint, publication_gap
 from xfeat_ros.core.report import reason_key, Reporter
@@ -131,12 +130,8 @@ class XFeatNode(Node):
         self.stop_requested = threading.Event()
         self.ports = {}
         self._topics = {}
-        # Images are taken on a thread of their own, past the executor (image_receiver.py);
-        # they and the Keypoints / Matches pass through rcl's own calls (rcl_io.py).
-        self._rcl = rcl_io.load()
-        self.get_logger().info('serialized messages through '
-                               + ('rcl' if self._rcl else "rclpy's calls"))
-        self.receiver = ImageReceiver(self, rcl=self._rcl)
+        # Images are taken on a thread of their own, past the executor (image_receiver.py).
+        self.receiver = ImageReceiver(self)
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None
@@ -207,8 +202,8 @@ class XFeatNode(Node):
         qos = self._qos('output_qos')
         for name in self.params['cameras']:
             ports = self.ports[name] = Ports()
-            ports.keypoints = self._serialized(keypoints_type, topic(name, 'keypoints'), qos)
-            ports.matches = self._serialized(matches_type, topic(name, 'matches'), qos)
+            ports.keypoints = self.create_publisher(keypoints_type, topic(name, 'keypoints'), qos)
+            ports.matches = self.create_publisher(matches_type, topic(name, 'matches'), qos)
             ports.debug = self.create_publisher(Image, topic(name, 'debug_image'), qos)
             if self.outputs.keypoint_cloud:
                 ports.cloud = self.create_publisher(PointCloud2, topic(name, 'keypoint_cloud'),
@@ -219,12 +214,8 @@ class XFeatNode(Node):
                 self._camera_model(name)
             self._subscribe(name, self.params['input_qos_reliability'])
         for left, _ in self.outputs.pairs:
-            self.ports[left].stereo = self._serialized(
+            self.ports[left].stereo = self.create_publisher(
                 matches_type, topic(left, 'stereo_matches'), qos)
-
-    def _serialized(self, msg_type, name, qos):
-        """Create a publisher of CDR writers (:mod:`xfeat_ros.rcl_io`)."""
-        return rcl_io.serialized_publisher(self.create_publisher(msg_type, name, qos), self._rcl)
 
     def _camera_model(self, camera):
         """Take the camera model from parameters, else subscribe ``c/camera_info``."""
@@ -372,13 +363,13 @@ class XFeatNode(Node):
         ports, frame = self.ports[out.camera], out.frame
         # CDR written from the NumPy arrays: half the cost of building the message
         # (docs/transport.md); the bytes equal rclpy's serialization (test_cdr).
-        ports.keypoints.publish(write_keypoints(CdrWriter(), frame.header, frame.features,
-                                                (frame.track_ids, frame.track_ages),
-                                                self.outputs.descriptor_encoding))
+        ports.keypoints.publish(keypoints_cdr(frame.header, frame.features,
+                                              (frame.track_ids, frame.track_ages),
+                                              self.outputs.descriptor_encoding))
         if out.previous is not None:
-            ports.matches.publish(write_matches(CdrWriter(), frame.header, out.previous.stamp,
-                                                out.previous.features, frame.features,
-                                                out.matches))
+            ports.matches.publish(matches_cdr(frame.header, out.previous.stamp,
+                                              out.previous.features, frame.features,
+                                              out.matches))
 
     def publish_cloud(self, out):
         """Publish a frame's ``c/keypoint_cloud``."""
@@ -393,9 +384,9 @@ class XFeatNode(Node):
 
     def publish_stereo(self, left_camera, left, right, result):
         """Publish a stereo pair's matches on ``left/stereo_matches``."""
-        self.ports[left_camera].stereo.publish(write_matches(CdrWriter(), right.header,
-                                                             left.stamp, left.features,
-                                                             right.features, result))
+        self.ports[left_camera].stereo.publish(matches_cdr(right.header, left.stamp,
+                                                           left.features, right.features,
+                                                           result))
 
     def wants_debug(self, camera):
         """Tell whether someone reads ``c/debug_image`` now."""
@@ -453,7 +444,7 @@ class XFeatNode(Node):
                   'backend': engine.name, 'device': engine.device,
                   'input_reliability': self.ports[camera].reliability,
                   'image_publishers': str(self.ports[camera].publishers),
-                  'keypoints_subscribers': str(self.ports[camera].keypoints.publisher
+                  'keypoints_subscribers': str(self.ports[camera].keypoints
                                                .get_subscription_count())}
         values.update({f'{stage}_ms_median': f'{ms:.2f}'
                        for stage, ms in stream.stage_medians().items()})
