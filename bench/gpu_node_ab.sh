@@ -31,7 +31,9 @@
 #    PUBMODE_ROUNDS rounds (default 2).
 # 9. (section pubmode4) the same two modes at 8x120 over 4 node processes with CUDA MPS,
 #    interleaved, PUBMODE_ROUNDS rounds.
-# SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode pubmode4' (default 'ab mono
+# 10. (section procs) .base against the working tree at 8x120 over 4 node processes with CUDA
+#    MPS, interleaved, PROCS_ROUNDS rounds (default 2).
+# SECTIONS picks some of 'ab mono mps malloc gc heapload hostprof pubmode pubmode4 procs' (default 'ab mono
 # mps'); MPS_ONLY=1 leaves out the 8xmax runs.
 # Every result: $OUT/node_ab.tar.gz (JSON and node logs); one line each in $OUT/summary.txt.
 set -uo pipefail
@@ -138,6 +140,15 @@ if [[ " ${SECTIONS} " == *" pubmode4 "* ]]; then
       bench "pubmode4_${mode}_8x120_${round}" --configs 8x120 --node-processes 4 \
         --node-wrapper "env RMW_FASTRTPS_PUBLICATION_MODE=${mode}"
     done
+  done
+  echo quit | nvidia-cuda-mps-control
+fi
+if [[ " ${SECTIONS} " == *" procs "* ]]; then
+  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
+  nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  for round in $(seq "${PROCS_ROUNDS:-2}"); do
+    bench "procs_base_${round}" --configs 8x120 --node-processes 4 --node-wrapper "${BASE_WRAPPER}"
+    bench "procs_new_${round}" --configs 8x120 --node-processes 4
   done
   echo quit | nvidia-cuda-mps-control
 fi

@@ -301,6 +301,28 @@ def test_an_engine_with_submit_group_gets_the_whole_group(scripted):
     assert streams['a'].counts()['rejected_late'] == 1
 
 
+@pytest.mark.parametrize('cameras,config,largest', [
+    (('',), {}, 1),
+    (('a', 'b', 'c'), {}, 3),
+    (('a', 'b', 'c'), {'queue_size': 4}, 8),
+    (('a', 'b', 'c'), {'queue_size': 2, 'max_frames_in_flight': 5}, 5),
+    (tuple('abcdefghij'), {}, 8),
+])
+def test_the_engine_hears_the_largest_group_at_once(scripted, cameras, config, largest):
+    """A group holds every camera's queue, up to max_frames_in_flight; the engine is told."""
+    class Expecting(ScriptedEngine):
+        expected = []
+
+        def expect_groups(self, frames):
+            self.expected.append(frames)
+
+    engine = Expecting(scripted)
+    scheduler, _, _ = build(engine, cameras, **config)
+    assert scheduler.largest_group() == largest
+    assert engine.expected == [largest]
+    build(ScriptedEngine(scripted), cameras, **config)   # an engine without the hook is fine
+
+
 def test_stereo_frames_pair_on_the_engine_side(scripted):
     engine = ScriptedEngine(scripted)
     scheduler, streams, _ = build(engine, ('left', 'right'), stereo=[('left', 'right')])

@@ -321,6 +321,34 @@ def test_max_batch_caps_a_batch(engine, shared_dir):
 
 
 @pytest.mark.gpu
+def test_expected_groups_bind_every_batch_size_at_the_first_frame(engine, shared_dir):
+    """expect_groups(3): the first frame readies sizes 1-3; later groups bind nothing new."""
+    from xfeat_ros.gpu.engine import GpuEngine
+    ready = GpuEngine(engine.backbone, 0, 4096, 0.05, 0.82)
+    ready.expect_groups(3)
+    msgs = [m for m in flight_messages(shared_dir) if (m.height, m.width) == (480, 640)][:3]
+    bindings = engine.backbone._bindings
+
+    def bound():
+        ws = ready._workspaces.get((480, 640))
+        ptr = -1 if ws is None else int(ws.image.data.ptr)
+        return sorted(key[2][0] for key in bindings if key[0] == ptr)
+    assert bound() == []
+    slots = [ready.alloc_slot() for _ in range(6)]
+    ready.submit(msgs[0], slots[0])
+    ready.synchronize()
+    assert ready._workspaces[(480, 640)].frames >= 3
+    assert bound() == [1, 2, 3]
+    first = set(bindings)
+    ready.submit_group(msgs[:2], slots[1:3])
+    ready.submit_group(msgs, slots[3:6])
+    ready.synchronize()
+    assert set(bindings) == first   # no binding (no warm-up, no capture) after the first frame
+    for msg, slot in zip([msgs[0]] + msgs[:2] + msgs, slots):
+        features_close(ready.features(slot), single(engine, msg))
+
+
+@pytest.mark.gpu
 def test_typed_error_in_a_group_enqueues_nothing(engine, shared_dir):
     from xfeat_ros.errors import ImageLayoutError
     good = golden_msg(shared_dir, 'rgb_1311868169.163498')

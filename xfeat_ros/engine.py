@@ -96,6 +96,19 @@ def group_submit(engine):
     return getattr(engine, 'submit_group', None)
 
 
+def expect_groups(engine, frames):
+    """
+    Tell ``engine`` the most frames it may be given as one group (its optional hook).
+
+    The GPU engine readies its backbone for every batch size up to that at
+    once (:meth:`xfeat_ros.gpu.engine.GpuEngine.expect_groups`); engines
+    without the hook ignore it.
+    """
+    hook = getattr(engine, 'expect_groups', None)
+    if hook is not None:
+        hook(frames)
+
+
 def device_errors(engine):
     """
     Exception types that mean ``engine``'s device failed (the node may fall back).

@@ -36,7 +36,7 @@ import traceback
 
 from xfeat_ros.core.report import Reporter
 from xfeat_ros.core.stream import Done
-from xfeat_ros.engine import cpu_engine, device_errors, group_submit
+from xfeat_ros.engine import cpu_engine, device_errors, expect_groups, group_submit
 from xfeat_ros.errors import DeviceError, ImageError
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.pipeline import MatchResult
@@ -104,6 +104,12 @@ class Scheduler:
         self._generation = 0   # bumped when settings or the engine change
         self._last = {}        # camera -> _Last
         self._threads = []
+        expect_groups(engine, self.largest_group())
+
+    def largest_group(self):
+        """Most frames one group can hold: every camera's queue full, up to the flight limit."""
+        return max(1, min(self.config.max_frames_in_flight,
+                          len(self.streams) * self.config.queue_size))
 
     # -- input side -------------------------------------------------------------------------------
     def put(self, item):

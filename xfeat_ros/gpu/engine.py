@@ -114,6 +114,7 @@ class GpuEngine:
         self.profile = bool(profile)
         self.graphs = bool(graphs)
         self.max_batch = max(1, int(max_batch))
+        self.group_frames = 1  # frames a group may hold (expect_groups)
         self.tensor_cores = bool(tensor_cores)
         self.epipolar = bool(epipolar)
         self._copier = HostCopier(copy_workers)
@@ -171,6 +172,26 @@ class GpuEngine:
                 slot.done.synchronize()
             slot.allocate(self.top_k, self.desc_dim)
 
+    def expect_groups(self, frames):
+        """
+        Make each new workspace for groups of up to ``frames`` frames, its backbone ready.
+
+        The backbone binds (and captures) per batch size on first use: ~40-55 ms
+        for the PyTorch backbone on the H200 machine, which at 8 x 120 Hz drops
+        frames of every camera when a batch size first comes mid-stream (a
+        one-frame group after two-frame ones; bench/NOTES.md, tenth session).
+        So a new workspace runs the backbone once at every size up to
+        ``frames`` (capped at ``max_batch``), on the first frame of its model
+        size, which waits for the workspace anyway.
+        """
+        self.group_frames = max(1, min(int(frames), self.max_batch))
+
+    def _ready_batches(self, ws):
+        """Run the backbone on a new workspace at every batch size up to the expected group."""
+        ws.image.fill(0)   # a defined input for the runs (their outputs are overwritten)
+        for frames in range(1, min(self.group_frames, ws.frames) + 1):
+            self.backbone.run(ws.image[:frames], ws.outputs(frames), self.stream)
+
     def _workspace(self, mh, mw, frames):
         """Return the workspace of ``mh x mw`` for ``frames`` frames (pending rows kept)."""
         ws = self._workspaces.get((mh, mw))
@@ -180,7 +201,8 @@ class GpuEngine:
             self.stream.synchronize()  # queued work done before graph memory is released
             self.backbone.release(old.image)
         if ws is None or ws.frames < frames or ws.detect.capacity < self.top_k:
-            size = batch_capacity(max(frames, ws.frames if ws else 1), self.max_batch)
+            size = batch_capacity(max(frames, ws.frames if ws else 1, self.group_frames),
+                                  self.max_batch)
             new = Workspace(mh, mw, self.top_k, size, self.desc_dim,
                             ws.raw_stride if ws else 0)
             if ws is not None:
@@ -189,6 +211,7 @@ class GpuEngine:
                     new.raw[:pending * ws.raw_stride] = ws.raw[:pending * ws.raw_stride]
                 self.backbone.release(ws.image)
             ws = self._workspaces[(mh, mw)] = new
+            self._ready_batches(ws)
         self._workspaces.move_to_end((mh, mw))
         return ws
 
