@@ -1,9 +1,10 @@
 // Copyright 2026 xfeat_ros contributors
 // SPDX-License-Identifier: Apache-2.0
 //
-// match_tc.cu: the mutual-nearest-neighbour similarities on the tensor cores, with an
-// exact FP32 re-check; best_row / best_col equal match.cu's mnn_best bit for bit, and
-// match.cu's mnn_collect then makes the matches.
+// match_tc.cu: the mutual-nearest-neighbour similarities on the tensor cores, as bounds
+// for an exact FP32 re-check (match_refine.cu); the two together give best_row / best_col
+// equal to match.cu's mnn_best bit for bit, and match.cu's mnn_collect then makes the
+// matches.
 //
 // Entry points (the default of the GPU engine)
 //   halve_sides(d0, count0, bound0, h0, d1, count1, bound1, h1)
@@ -15,43 +16,19 @@
 //       S~ = H0 . H1^T on the tensor cores (mma.sync m16n8k16, FP16 operands,
 //       FP32 accumulation) in 64 x 64 tiles. For every tile
 //       it stores, per row and per column of the tile, the two largest S~ as
-//       tagged bits (orderable float bits whose low TAG_BITS = 6 hold the
+//       tagged bits (mnn.cuh: orderable float bits whose low TAG_BITS = 6 hold the
 //       value's place in the tile, 0..63; 0: none) in tile_first / tile_second;
 //       and folds each row's and column's largest, rounded up (tag bits set),
 //       into row_max / col_max (atomicMax; zero before the launch). The rows'
 //       table comes first, entry bx * bound0 + i for row i in the tile of
 //       columns bx (ceil(bound1 / 64) * bound0 entries), then the columns',
 //       entry by * bound1 + j after it. Not cleared: every entry read is
-//       written first.
-//   mnn_refine_tc(d0, count0, bound0, d1, count1, bound1, row_max, col_max,
-//                 tile_first, tile_second, margin, best_row, best_col)
-//       every (i, j) with S~ >= row_max[i] - margin or S~ >= col_max[j] - margin
-//       is a candidate. Without recomputing S~, from the tables (each value
-//       rounded up): where a tile's largest S~ of a row reaches row_max[i] -
-//       margin and its second does not, the row's only candidate in the tile
-//       is at the first's tag; where the second reaches it too (ties and
-//       near-ties), every pair of the row in the tile is re-checked (a
-//       superset); likewise columns. Each pair's similarity is recomputed
-//       exactly as mnn_best does (one FP32 fma chain over k = 0 .. DESC_DIM - 1
-//       from 0) and folded into best_row[i] / best_col[j] (packed keys as
-//       mnn_best; zero before the launch). mnn_collect then runs unchanged.
-//   halve_sides_pairs(table), mnn_approx_tc_pairs(table), mnn_refine_tc_pairs(table, margin)
+//       written first. |S~ - S| <= 2^-10 for unit vectors (match_refine.cu says why).
+//   halve_sides_pairs(table), mnn_approx_tc_pairs(table)
 //       the same for every pair of a pair table at once (each row names the
-//       pair's descriptor sets and their FP16 copies, counts, scratch and best
-//       keys): blockIdx.z is the pair, the grid covers the largest pair; blocks
-//       past a pair's counts return. mnn_collect_pairs (match.cu) then collects them.
-//   Exactness: for unit vectors |S~ - S| <= 2^-10 (FP16 rounding of both
-//   operands, 2^-11 each, over sum |a_k b_k| <= 1; FP16 keeps TF32's 10
-//   mantissa bits) plus under 1e-6 from FP16's subnormals (values below 2^-14
-//   are off by up to 2^-25, over sum |a_k| + |b_k| <= 2 sqrt(DESC_DIM)) plus
-//   ~1e-5 of FP32 accumulation,
-//   so any j whose exact value ties or beats the row's best lies within
-//   2 x 1e-3 of the row's S~ maximum, which row_max exceeds by under 64 ulp
-//   (< 8e-6); margin = 2^-8 keeps a 2x reserve. Every maximiser is a candidate,
-//   and the tables only ever widen the candidates, so best_row / best_col (ties
-//   included) are bitwise those of mnn_best: folding in extra exact pairs cannot
-//   change a maximum the candidates reach, nor its first index among ties.
-//   Descriptors longer than ~1.001 need the FP32 path.
+//       pair's descriptor sets and their FP16 copies, counts and scratch):
+//       blockIdx.z is the pair, the grid covers the largest pair; blocks past a
+//       pair's counts return. mnn_refine_tc_pairs (match_refine.cu) follows.
 //   Thread mapping: halve_sides: grid (ceil(bound * DESC_DIM / 8 / TC_THREADS), 2), one
 //   thread per eight values, blockIdx.y the side. mnn_approx_tc: 2-D grid
 //   (ceil(bound1 / 64), ceil(bound0 / 64)) of
@@ -62,12 +39,8 @@
 //   every load of a chunk issued before the first use. After the products each warp
 //   passes its 16 x 32 values through shared memory transposed, so that lane l reduces
 //   column l of the warp's part without shuffles (the rows reduce by shuffles).
-//   mnn_refine_tc: grid
-//   (ceil(max(rows' entries, columns' entries) / TC_THREADS), 2) of TC_THREADS
-//   threads, one thread per table entry (blockIdx.y 0: rows, 1: columns); a
-//   whole row or column of a tile is shared by the warp, one pair per lane.
 //
-// Counts and keys: see mnn.cuh, which the loader puts before this file.
+// Counts, keys and tags: see mnn.cuh, which the loader puts before this file.
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
 // 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
@@ -230,18 +203,7 @@ __device__ __forceinline__ void tile_products(const uint4* __restrict__ h0, int 
     }
 }
 
-// The two largest values of a set, as orderable bits with the low TAG_BITS replaced by the
-// value's place in the tile (0..63): tagged(v, p) <= orderable(v) <= tagged(v, p) | TAG_MASK,
-// so the tables bound every value from above (refine ORs TAG_MASK back in) and the largest
-// knows where it is. 0: none. Two values that tie (or differ only in the tag bits) leave a
-// second that equals the first once both are rounded up, so refine re-checks the whole tile
-// row or column and never trusts a place there.
-#define TAG_BITS 6
-#define TAG_MASK ((1u << TAG_BITS) - 1u)
-#if TILE > (1 << TAG_BITS)
-#error "a tile's places must fit in TAG_BITS"
-#endif
-
+// The two largest values of a set, as tagged bits (mnn.cuh: TAG_BITS); 0: none.
 struct Top2 {
     unsigned int first;
     unsigned int second;
@@ -473,116 +435,4 @@ mnn_approx_tc_pairs(const u64* __restrict__ table)
                 reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
                 reinterpret_cast<const uint4*>(p[PT_H1]),
                 reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1], outputs);
-}
-
-// The similarity exactly as mnn_best computes it: one fma chain in k order from 0.
-__device__ __forceinline__ float exact_similarity(const float* __restrict__ a,
-                                                  const float* __restrict__ b)
-{
-    float s = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < DESC_DIM; k += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(a + k);
-        const float4 y = *reinterpret_cast<const float4*>(b + k);
-        s = fmaf(x.x, y.x, s);
-        s = fmaf(x.y, y.y, s);
-        s = fmaf(x.z, y.z, s);
-        s = fmaf(x.w, y.w, s);
-    }
-    return s;
-}
-
-// Pair (i, j)'s exact similarity into row i's best key (into column j's when `col`).
-__device__ __forceinline__ void fold_exact(const float* __restrict__ d0,
-                                           const float* __restrict__ d1, int i, int j, bool col,
-                                           u64* __restrict__ best_row, u64* __restrict__ best_col)
-{
-    const float s = exact_similarity(d0 + (long long)i * DESC_DIM, d1 + (long long)j * DESC_DIM);
-    if (col) {
-        atomicMax(&best_col[j], pack(s, i));
-    } else {
-        atomicMax(&best_row[i], pack(s, j));
-    }
-}
-
-// One thread per (tile, row) of the rows' table (blockIdx.y 0) or per (tile, column) of the
-// columns' (blockIdx.y 1): its candidates in the tile are the entries with S~ >= the row's
-// (column's) maximum - margin. Where only the tile's largest entry reaches that, the
-// thread re-checks that one pair; where the second does too, the warp re-checks the whole
-// row (column) of the tile together. Either way a superset of the candidates.
-__device__ __forceinline__ void
-refine_entries(const float* __restrict__ d0, const int* count0, int bound0,
-               const float* __restrict__ d1, const int* count1, int bound1,
-               const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
-               const unsigned int* __restrict__ tile_first,
-               const unsigned int* __restrict__ tile_second,
-               float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
-{
-    const int n0 = resolve_count(count0, bound0);
-    const int n1 = resolve_count(count1, bound1);
-    const bool cols = blockIdx.y == 1;
-    const int bound = cols ? bound1 : bound0;         // the entries' side
-    const int count = cols ? n1 : n0;
-    const int other_count = cols ? n0 : n1;           // the tiles' side
-    const int tiles = ((cols ? bound0 : bound1) + TILE - 1) / TILE;
-    const long long at = (long long)blockIdx.x * TC_THREADS + threadIdx.x;
-    const long long offset = cols ? (long long)((bound1 + TILE - 1) / TILE) * bound0 : 0;
-    int entry = 0, tile = 0, place = 0;
-    bool flagged = false, whole = false;
-    if (at < (long long)tiles * bound) {
-        tile = (int)(at / bound);
-        entry = (int)(at - (long long)tile * bound);
-        if (entry < count && tile * TILE < other_count) {
-            const float bar = __fsub_rn(from_orderable(cols ? col_max[entry] : row_max[entry]),
-                                        margin);
-            const unsigned int first = tile_first[offset + at];
-            place = (int)(first & TAG_MASK);
-            flagged = first && from_orderable(first | TAG_MASK) >= bar;
-            whole = flagged && from_orderable(tile_second[offset + at] | TAG_MASK) >= bar;
-        }
-    }
-    if (flagged && !whole) {
-        const int partner = tile * TILE + place;
-        fold_exact(d0, d1, cols ? partner : entry, cols ? entry : partner, cols, best_row,
-                   best_col);
-    }
-    unsigned int pending = __ballot_sync(0xffffffffu, whole);
-    const int lane = threadIdx.x & 31;
-    while (pending) {
-        const int src = __ffs(pending) - 1;
-        pending &= pending - 1;
-        const int e = __shfl_sync(0xffffffffu, entry, src);
-        const int base = __shfl_sync(0xffffffffu, tile, src) * TILE;
-        for (int p = base + lane; p < min(base + TILE, other_count); p += 32) {
-            fold_exact(d0, d1, cols ? p : e, cols ? e : p, cols, best_row, best_col);
-        }
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-mnn_refine_tc(const float* __restrict__ d0, const int* count0, int bound0,
-              const float* __restrict__ d1, const int* count1, int bound1,
-              const unsigned int* __restrict__ row_max, const unsigned int* __restrict__ col_max,
-              const unsigned int* __restrict__ tile_first,
-              const unsigned int* __restrict__ tile_second,
-              float margin, u64* __restrict__ best_row, u64* __restrict__ best_col)
-{
-    refine_entries(d0, count0, bound0, d1, count1, bound1, row_max, col_max, tile_first,
-                   tile_second, margin, best_row, best_col);
-}
-
-// Pair blockIdx.z of a pair table.
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-mnn_refine_tc_pairs(const u64* __restrict__ table, float margin)
-{
-    const u64* p = pair_row(table, blockIdx.z);
-    refine_entries(reinterpret_cast<const float*>(p[PT_D0]),
-                   reinterpret_cast<const int*>(p[PT_COUNT0]), (int)p[PT_BOUND0],
-                   reinterpret_cast<const float*>(p[PT_D1]),
-                   reinterpret_cast<const int*>(p[PT_COUNT1]), (int)p[PT_BOUND1],
-                   reinterpret_cast<const unsigned int*>(p[PT_ROW_MAX]),
-                   reinterpret_cast<const unsigned int*>(p[PT_COL_MAX]),
-                   reinterpret_cast<const unsigned int*>(p[PT_TILE_FIRST]),
-                   reinterpret_cast<const unsigned int*>(p[PT_TILE_SECOND]), margin,
-                   reinterpret_cast<u64*>(p[PT_BEST_ROW]), reinterpret_cast<u64*>(p[PT_BEST_COL]));
 }

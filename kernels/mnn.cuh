@@ -1,18 +1,18 @@
 // Copyright 2026 xfeat_ros contributors
 // SPDX-License-Identifier: Apache-2.0
 //
-// mnn.cuh: device helpers of the mutual-nearest-neighbour matcher shared by match.cu and
-// match_tc.cu: the packed 64-bit keys (orderable float bits << 32 | 0xFFFFFFFF - index,
-// so that atomicMax keeps the highest similarity and, on ties, the smaller index) and
-// the device counts, and where a tile lies (tile_origin). No entry point; the loader puts
-// this text before each of the two files (after its #define preamble), so NVRTC needs no
-// include path.
+// mnn.cuh: device helpers of the mutual-nearest-neighbour matchers shared by match.cu,
+// match_tc.cu and match_refine.cu: the packed 64-bit keys (orderable float bits << 32 |
+// 0xFFFFFFFF - index, so that atomicMax keeps the highest similarity and, on ties, the
+// smaller index) and the device counts, the tensor-core tables' tagged bits, and where a
+// tile lies (tile_origin). No entry point; the loader puts this text before each of the
+// three files (after its #define preamble), so NVRTC needs no include path.
 //
 // Counts: count0 / count1 point to a device int (read on the device, clamped
 // to bound) or are null, in which case bound is the count itself.
 //
-// The macros both files are given (DESC_DIM, TILE; see their headers) are checked here
-// once, before either file is read.
+// The macros the files are given (DESC_DIM, TILE; see their headers) are checked here
+// once, before any file is read.
 
 #ifndef DESC_DIM
 #error "DESC_DIM must be defined by the loader"
@@ -31,6 +31,20 @@
 #endif
 
 typedef unsigned long long u64;
+
+// The tensor-core matcher's tables (match_tc.cu writes them, match_refine.cu reads them):
+// a tile's two largest values of a row or column as orderable bits with the low TAG_BITS
+// replaced by the value's place in the tile (0..63): tagged(v, p) <= orderable(v) <=
+// tagged(v, p) | TAG_MASK, so the tables bound every value from above (the refinement ORs
+// TAG_MASK back in) and the largest knows where it is. 0: none. Two values that tie (or
+// differ only in the tag bits) leave a second that equals the first once both are rounded
+// up, so the refinement re-checks the whole tile row or column and never trusts a place
+// there.
+#define TAG_BITS 6
+#define TAG_MASK ((1u << TAG_BITS) - 1u)
+#if TILE > (1 << TAG_BITS)
+#error "a tile's places must fit in TAG_BITS"
+#endif
 
 __device__ __forceinline__ unsigned int orderable(float f)
 {

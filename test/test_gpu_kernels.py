@@ -457,6 +457,7 @@ def test_match_empty_side_launches_nothing(cp, stream, monkeypatch):
         raise AssertionError('a kernel module was requested for an empty side')
     monkeypatch.setattr(kernels, 'match_module', no_module)
     monkeypatch.setattr(kernels, 'match_tc_module', no_module)
+    monkeypatch.setattr(kernels, 'match_refine_module', no_module)
     d = cp.asarray(unit_rows(np.random.default_rng(0), 10, 64).reshape(-1))
     for c0, c1 in ((0, 10), (10, 0), (0, 0)):
         out = matching.alloc_match_output(10)
@@ -521,6 +522,7 @@ def test_match_typed_rejections_on_host(monkeypatch):
         raise AssertionError('a kernel module was requested for a rejected layout')
     monkeypatch.setattr(kernels, 'match_module', no_module)
     monkeypatch.setattr(kernels, 'match_tc_module', no_module)
+    monkeypatch.setattr(kernels, 'match_refine_module', no_module)
     typed_rejections(np, SimpleNamespace(ptr=0))
 
 
@@ -530,6 +532,7 @@ def test_match_typed_rejections_on_device(cp, stream, monkeypatch):
         raise AssertionError('a kernel module was requested for a rejected layout')
     monkeypatch.setattr(kernels, 'match_module', no_module)
     monkeypatch.setattr(kernels, 'match_tc_module', no_module)
+    monkeypatch.setattr(kernels, 'match_refine_module', no_module)
     typed_rejections(cp, stream)
 
 
@@ -556,6 +559,7 @@ def test_kernel_lookup_keeps_its_module():
 def test_every_kernel_loader_is_memoized():
     """Each loader returns one module per arguments (a fresh one would compile again)."""
     loaders = [name for name in dir(kernels) if name.endswith('_module') and name[0] != '_']
-    assert {'backbone_module', 'ransac_module', 'refine_module', 'match_tc_module'} <= set(loaders)
+    assert {'backbone_module', 'ransac_module', 'refine_module', 'match_tc_module',
+            'match_refine_module'} <= set(loaders)
     for name in loaders:
         assert hasattr(getattr(kernels, name), 'cache_clear'), f'{name} is not memoized'

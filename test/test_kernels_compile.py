@@ -125,7 +125,7 @@ def test_kernel_compiles(nvrtc, variant, arch):
         assert entry.encode() in cubin, f'{entry} missing from {variant.filename} ({arch})'
 
 
-@pytest.mark.parametrize('filename', ['match.cu', 'match_tc.cu'])
+@pytest.mark.parametrize('filename', ['match.cu', 'match_tc.cu', 'match_refine.cu'])
 def test_both_matcher_widths_are_built(filename):
     widths = sorted(dict(v.defines)['DESC_DIM'] for v in variants() if v.filename == filename)
     assert widths == sorted(MATCH_WIDTHS) == [64, 128]

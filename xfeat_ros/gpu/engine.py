@@ -18,8 +18,9 @@ backbone call and one launch of each kernel::
                   for all B frames; results into each slot through the table)
                -> descriptors (describe.cu) -> B keypoint counts -> pinned host
              then the queued matches as one graph (pair_graph.py): mutual NN on
-             the tensor cores with an exact FP32 re-check (match_tc.cu, match.cu) -> match
-             count -> pinned host; each pair's epipolar check on a side stream
+             the tensor cores with an exact FP32 re-check (match_tc.cu,
+             match_refine.cu, match.cu) -> match count -> pinned host; each
+             pair's epipolar check on a side stream
     results: every array's rows -> one pinned block (the whole capacity of a
              slot still at work, no wait first) -> one synchronization -> NumPy
 
@@ -137,6 +138,8 @@ class GpuEngine:
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
                            'match_tc.cu': kernels.match_tc_module(self.desc_dim, self.gpu),
+                           'match_refine.cu': kernels.match_refine_module(self.desc_dim,
+                                                                          self.gpu),
                            'ransac.cu': kernels.ransac_module(self.gpu),
                            'ransac_refine.cu': kernels.refine_module(self.gpu)}
                 for filename, module in modules.items():  # look up outside any graph capture

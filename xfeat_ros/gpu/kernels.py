@@ -39,8 +39,9 @@ ENTRY_POINTS = {
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
     'match.cu': ('mnn_best', 'mnn_collect', 'mnn_collect_pairs'),
-    'match_tc.cu': ('mnn_approx_tc', 'mnn_refine_tc', 'mnn_approx_tc_pairs',
-                    'mnn_refine_tc_pairs'),
+    'match_tc.cu': ('halve_sides', 'mnn_approx_tc', 'halve_sides_pairs',
+                    'mnn_approx_tc_pairs'),
+    'match_refine.cu': ('mnn_refine_tc', 'mnn_refine_tc_pairs'),
     'ransac.cu': ('ransac_hypotheses', 'ransac_score'),
     'ransac_refine.cu': ('ransac_refine',),
     'backbone.cu': ('fuse_scales', 'conv3x3_relu_1x4', 'conv3x3_relu_4x8_s2',
@@ -51,14 +52,15 @@ ENTRY_POINTS = {
 }
 # Device helpers shared by kernel files: file -> the headers the loader puts before it.
 HEADERS = {'match.cu': ('mnn.cuh',), 'match_tc.cu': ('mnn.cuh',),
+           'match_refine.cu': ('mnn.cuh',),
            'ransac.cu': ('epipolar.cuh',), 'ransac_refine.cu': ('epipolar.cuh',)}
 # Frame table: one row of unsigned 64-bit words per frame of a batched launch
 # (detect.cu, describe.cu): where that frame's results go and its scale.
 FRAME_TABLE = ('count', 'keypoints', 'scores', 'descriptors', 'scales', 'spare')
 FRAME_FIELDS = len(FRAME_TABLE)
 # Pair table: one row of unsigned 64-bit words per pair of a batched match (the *_pairs
-# entry points of match.cu and match_tc.cu): both descriptor sets (pointer, count pointer
-# or 0, bound), the pair's scratch and its outputs.
+# entry points of match.cu, match_tc.cu and match_refine.cu): both descriptor sets
+# (pointer, count pointer or 0, bound), the pair's scratch and its outputs.
 PAIR_TABLE = ('d0', 'count0', 'bound0', 'd1', 'count1', 'bound1', 'best_row', 'best_col',
               'row_max', 'col_max', 'tile_first', 'tile_second', 'h0', 'h1', 'idx0', 'idx1',
               'sim', 'match_count', 'capacity', 'spare')
@@ -85,10 +87,10 @@ RANK_SPLIT = 8              # detect.cu rank_sorted: threads sharing one key's c
 RANK_TILE = 2048            # detect.cu rank_sorted: keys per shared-memory tile (16 KiB)
 NORM_PIXELS = 32            # describe.cu normalize_feats: pixels per block
 NORM_THREADS = 256          # describe.cu normalize_feats: threads per block
-MATCH_TILE = 64             # match.cu, match_tc.cu: side of a similarity tile (TILE)
+MATCH_TILE = 64             # match.cu, match_tc.cu, match_refine.cu: side of a tile (TILE)
 MATCH_THREADS = 256         # match.cu mnn_best: threads per tile
 COLLECT_THREADS = 1024      # match.cu mnn_collect: threads of its one block
-TC_THREADS = 256            # match_tc.cu mnn_approx_tc / mnn_refine_tc: threads per tile
+TC_THREADS = 256            # match_tc.cu, match_refine.cu: threads per tile (per entries)
 RANSAC_SCORE_THREADS = 128  # ransac.cu ransac_score: threads per block
 RANSAC_SCORE_PER_THREAD = 2  # ransac.cu ransac_score: models a thread holds in registers
 RANSAC_SCORE_SPLITS = 32    # ransac.cu ransac_score: blocks sharing the matches of a model
@@ -105,6 +107,7 @@ LAUNCH_DEFINES = {
     'match.cu': (('TILE', MATCH_TILE), ('MATCH_THREADS', MATCH_THREADS),
                  ('COLLECT_THREADS', COLLECT_THREADS)),
     'match_tc.cu': (('TILE', MATCH_TILE), ('TC_THREADS', TC_THREADS)),
+    'match_refine.cu': (('TILE', MATCH_TILE), ('TC_THREADS', TC_THREADS)),
     'ransac.cu': (('SCORE_THREADS', RANSAC_SCORE_THREADS),
                   ('SCORE_PER_THREAD', RANSAC_SCORE_PER_THREAD),
                   ('SCORE_SPLITS', RANSAC_SCORE_SPLITS)),
@@ -220,10 +223,18 @@ def match_variant(desc_dim):
 
 
 def match_tc_variant(desc_dim):
-    """Tensor-core similarities with the exact FP32 re-check, for one width (64 or 128)."""
+    """Tensor-core similarity bounds (FP16 sides, tables), for one width (64 or 128)."""
     _check_width(desc_dim)
     return KernelVariant('match_tc.cu', (('DESC_DIM', int(desc_dim)),)
                          + LAUNCH_DEFINES['match_tc.cu'] + pair_table_defines(), BASE_OPTIONS)
+
+
+def match_refine_variant(desc_dim):
+    """Re-check the tensor-core bounds exactly in FP32, for one width (64 or 128)."""
+    _check_width(desc_dim)
+    return KernelVariant('match_refine.cu', (('DESC_DIM', int(desc_dim)),)
+                         + LAUNCH_DEFINES['match_refine.cu'] + pair_table_defines(),
+                         BASE_OPTIONS)
 
 
 def ransac_variant():
@@ -256,6 +267,7 @@ def variants():
     return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS]
             + [match_tc_variant(width) for width in MATCH_WIDTHS]
+            + [match_refine_variant(width) for width in MATCH_WIDTHS]
             + [ransac_variant(), refine_variant()])
 
 
@@ -298,6 +310,12 @@ def match_module(desc_dim, device_id=0):
 def match_tc_module(desc_dim, device_id=0):
     """Compiled ``match_tc.cu`` for one descriptor width on a device (memoized)."""
     return _raw_module(match_tc_variant(desc_dim), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def match_refine_module(desc_dim, device_id=0):
+    """Compiled ``match_refine.cu`` for one descriptor width on a device (memoized)."""
+    return _raw_module(match_refine_variant(desc_dim), device_id)
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,8 +4,8 @@
 Mutual-NN matching launches (CuPy arrays, one stream, no sync): one pair, or many at once.
 
 :func:`mutual_nn_match` matches two :class:`DescriptorSet` (``match.cu``'s FP32
-kernel, or ``match_tc.cu``'s tensor-core similarities with the exact FP32
-re-check, the default) into a :class:`MatchOutput`, ordered by ``idx0``.
+kernel, or ``match_tc.cu``'s tensor-core similarities with ``match_refine.cu``'s
+exact FP32 re-check, the default) into a :class:`MatchOutput`, ordered by ``idx0``.
 
 :func:`match_pairs` matches several pairs with one launch per kernel: the
 kernels' ``*_pairs`` entry points read each pair's descriptor sets, counts,
@@ -33,7 +33,7 @@ from xfeat_ros.gpu.ops import (_cupy, _device_id, _ptr, blocks, count_args, coun
                                DeviceCount, function, memset_async)
 
 # Candidates within this much of a row's / column's tensor-core maximum are
-# re-checked in FP32 (match_tc.cu derives the bound: 2^-10 for unit vectors).
+# re-checked in FP32 (match_refine.cu derives the bound: 2^-10 for unit vectors).
 TC_MARGIN = 2.0 ** -8
 
 
@@ -277,7 +277,8 @@ def mutual_nn_match(side0, side1, out, scratch, min_cossim, stream, width=64,
                 grid, (TC_THREADS,),
                 (views.half0, c0, b0, views.half1, c1, b1, views.row_max, views.col_max)
                 + tables)
-            function(tc_module, 'mnn_refine_tc')(
+            refine_module = kernels.match_refine_module(int(width), _device_id())
+            function(refine_module, 'mnn_refine_tc')(
                 refine_grid(bound0, bound1), (TC_THREADS,),
                 (side0.buffer, c0, b0, side1.buffer, c1, b1, views.row_max, views.col_max)
                 + tables + (np.float32(TC_MARGIN), views.best_row, views.best_col))
@@ -408,6 +409,7 @@ def match_pairs(table, rows, cols, zeroed, scratch, min_cossim, stream, width=64
     count = int(table.shape[0])
     cp.cuda.runtime.memsetAsync(scratch.buffer.data.ptr, 0, zeroed, stream.ptr)
     tc_module = kernels.match_tc_module(int(width), _device_id())
+    refine_module = kernels.match_refine_module(int(width), _device_id())
     module = kernels.match_module(int(width), _device_id())
     use_min = float(min_cossim) > 0
     with stream:
@@ -416,7 +418,7 @@ def match_pairs(table, rows, cols, zeroed, scratch, min_cossim, stream, width=64
         function(tc_module, 'mnn_approx_tc_pairs')(
             (blocks(cols, MATCH_TILE), blocks(rows, MATCH_TILE), count), (TC_THREADS,),
             (table,))
-        function(tc_module, 'mnn_refine_tc_pairs')(
+        function(refine_module, 'mnn_refine_tc_pairs')(
             refine_grid(rows, cols, count), (TC_THREADS,), (table, np.float32(TC_MARGIN)))
         function(module, 'mnn_collect_pairs')(
             (count,), (COLLECT_THREADS,),
