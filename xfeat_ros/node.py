@@ -42,7 +42,7 @@ from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
 from xfeat_ros.core.gaps import lost_hint, publication_gap
-from xfeat_ros.core.report import reason_key, Reporter
+from xfeat_ros.core.report import forward_package_logs, reason_key, Reporter
 from xfeat_ros.core.scheduler import Scheduler
 from xfeat_ros.core.stereo import StereoPairing
 from xfeat_ros.core.stream import CameraStream
@@ -99,6 +99,7 @@ class XFeatNode(Node):
     def __init__(self, engine=None, **kwargs):
         """Declare parameters, build the engine (unless given) and the core, wire topics."""
         super().__init__('xfeat', **kwargs)
+        self._stop_forwarding = forward_package_logs(self.get_logger())  # engine logs -> ROS
         message_types()  # fail early, with the build command, if messages are missing
         self.params = {}
         self._declare(PARAMETERS.items())
@@ -461,6 +462,7 @@ class XFeatNode(Node):
     def destroy_node(self):
         """Stop the image receiver's thread, then destroy the node."""
         self.receiver.stop()
+        self._stop_forwarding()
         super().destroy_node()
 
     def stop(self):

@@ -5,8 +5,14 @@ Log lines of the core: throttled per key, and each new reason once.
 
 Works over a ``logging.Logger`` or an rclpy logger (both take one message
 string); the throttling here does not rely on either's own options.
+
+:func:`forward_package_logs` hands the package's own ``logging`` records (the
+GPU engine's backbone captures, a kernel feature turned off, a capture that
+failed) to such a logger too: in the node they go to its ROS log and
+``/rosout`` instead of nowhere (INFO) or bare stderr (WARNING and above).
 """
 
+import logging
 import re
 import threading
 import time
@@ -66,3 +72,49 @@ class Reporter:
                 return True
             self._last[key] = self.clock()
             return False
+
+
+_LEVELS = ((logging.CRITICAL, 'fatal'), (logging.ERROR, 'error'), (logging.WARNING, 'warning'),
+           (logging.INFO, 'info'))
+
+
+class ToLogger(logging.Handler):
+    """A ``logging`` handler that passes each record to a logger of one-string methods."""
+
+    def __init__(self, logger):
+        """Pass records to ``logger`` (methods fatal, error, warning, info, debug)."""
+        super().__init__()
+        self.logger = logger
+
+    def emit(self, record):
+        """Log ``name: message`` (and the traceback, if any) at the record's level."""
+        try:
+            text = f'{record.name}: {record.getMessage()}'
+            if record.exc_info:
+                text += '\n' + logging.Formatter().formatException(record.exc_info)
+        except (TypeError, ValueError):  # a bad format string in the record
+            self.handleError(record)
+            return
+        method = next((name for level, name in _LEVELS if record.levelno >= level), 'debug')
+        getattr(self.logger, method)(text)
+
+
+def forward_package_logs(logger, package='xfeat_ros'):
+    """
+    Send ``package``'s ``logging`` records of INFO and above to ``logger``.
+
+    Returns a function that stops it (the node calls it when it is destroyed).
+    A handler already sending to a logger of the same name (a node made again
+    in one process after a failed start) is replaced, so no line comes twice.
+    """
+    handler = ToLogger(logger)
+    target = logging.getLogger(package)
+    name = getattr(logger, 'name', None)
+    for old in list(target.handlers):
+        same = name is not None and getattr(getattr(old, 'logger', None), 'name', None) == name
+        if isinstance(old, ToLogger) and same:
+            target.removeHandler(old)
+    target.addHandler(handler)
+    if target.level == logging.NOTSET or target.level > logging.INFO:
+        target.setLevel(logging.INFO)
+    return lambda: target.removeHandler(handler)
