@@ -173,6 +173,31 @@ def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline
     assert len(np.frombuffer(keypoints[1][1].track_ids, np.uint64)) == len(keypoints[1][1].scores)
 
 
+def test_offline_tells_the_engine_its_groups(tmp_path, images, weights_npz):
+    """A bag's groups are max_frames_in_flight frames, whatever the cameras: the engine hears so."""
+    from xfeat_ros.core.scheduler import SchedulerConfig
+    from xfeat_ros.engine import cpu_engine, EngineConfig
+    from xfeat_ros.tools.offline import process_bag
+
+    class Expecting:
+        def __init__(self, engine):
+            self.engine, self.expected = engine, []
+
+        def expect_groups(self, frames):
+            self.expected.append(frames)
+
+        def __getattr__(self, name):
+            return getattr(self.engine, name)
+
+    config = EngineConfig(backend='onnxruntime', weights=str(weights_npz))
+    engine = Expecting(cpu_engine(config))
+    source = write_image_bag(tmp_path / 'in', images[:3], 'sqlite3')
+    counts = process_bag(engine, source, tmp_path / 'out', scheduling=SchedulerConfig(3),
+                         config=config)
+    assert engine.expected == [1, 3]   # the scheduler's guess (one camera), then the bag's
+    assert counts['frames'] == 3
+
+
 def test_offline_errors(tmp_path, images, weights_npz, capsys, monkeypatch):
     import logging
     from xfeat_ros.tools.offline import main

@@ -36,7 +36,7 @@ from xfeat_ros.core.stereo import StereoPairing
 from xfeat_ros.core.stream import CameraStream, stamp_ns
 from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
 from xfeat_ros.descriptor_format import ENCODINGS
-from xfeat_ros.engine import add_engine_args, create_engine, engine_config
+from xfeat_ros.engine import add_engine_args, create_engine, engine_config, expect_groups
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
 from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types,
                                  typestore, writer)
@@ -179,6 +179,8 @@ def process_bag(engine, input_bag, output_bag, topics=(), storage='sqlite3',
         stereo = StereoPairing(outputs.pairs, outputs.stereo_sync_tolerance_s,
                                lambda camera, key: streams[camera].count(key))
     scheduler = Scheduler(engine, streams, scheduling, config, report, stereo)
+    # groups here are max_frames_in_flight frames of the bag, whatever the cameras
+    expect_groups(engine, scheduling.max_frames_in_flight)
     scheduler.on_reject = lambda item, exc: _log_reject(report, item.camera, exc)
     out = writer(output_bag, storage)
     with out:
