@@ -174,7 +174,7 @@ def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline
 
 
 def test_offline_tells_the_engine_its_groups(tmp_path, images, weights_npz):
-    """A bag's groups are max_frames_in_flight frames, whatever the cameras: the engine hears so."""
+    """A bag's groups hold max_frames_in_flight frames, whatever the cameras; the engine knows."""
     from xfeat_ros.core.scheduler import SchedulerConfig
     from xfeat_ros.engine import cpu_engine, EngineConfig
     from xfeat_ros.tools.offline import process_bag
