@@ -18,8 +18,6 @@ falls on all variants alike. Variants:
   wide direct kernels;
 * ``fused_norm=off``: the input's instance norm by PyTorch's operators
   (ten graph nodes) instead of ``backbone.cu``'s two kernels;
-* ``split_graph=off``: the backbone as one CUDA graph instead of two (front:
-  norm and blocks 1-2; back: the rest);
 * ``branches=N`` (N = 1, 2, 4): the epipolar checks of a flush's matches on N
   side streams instead of :data:`xfeat_ros.gpu.pair_graph.EPIPOLAR_BRANCHES`
   (1: one after the other);
@@ -37,10 +35,9 @@ import sys
 
 LOG = logging.getLogger('engine_ab')
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'split_graph=off', 'branches=1',
-            'branches=2', 'branches=4', 'pairs=1', 'pairs=2', 'pairs=4', 'pairs=16')
-OPTIONS = {'wide_convs=off': {'wide_convs': False}, 'fused_norm=off': {'fused_norm': False},
-           'split_graph=off': {'split_graph': False}}
+VARIANTS = ('shipped', 'wide_convs=off', 'fused_norm=off', 'branches=1', 'branches=2',
+            'branches=4', 'pairs=1', 'pairs=2', 'pairs=4', 'pairs=16')
+OPTIONS = {'wide_convs=off': {'wide_convs': False}, 'fused_norm=off': {'fused_norm': False}}
 
 
 def build(name, weights):

@@ -53,13 +53,11 @@ def run_backbone(cp, backbone, images):
                                      {**PLAIN, 'fused_norm': True},
                                      {'direct_convs': 2},
                                      {'wide_convs': False},
-                                     {'cudnn_benchmark': True},
-                                     {'split_graph': False}],
+                                     {'cudnn_benchmark': True}],
                          ids=['defaults', 'fused_relu', 'parallel_heads', 'fused_scales',
                               'direct_convs', 'wide_convs', 'wide_convs=all', 'fused_norm',
                               'defaults+direct_convs=2',
-                              'defaults-wide_convs', 'defaults+cudnn_benchmark',
-                              'defaults-split_graph'])
+                              'defaults-wide_convs', 'defaults+cudnn_benchmark'])
 @pytest.mark.parametrize('frames', [1, 3])
 def test_backbone_options_agree_with_plain(cp, weights, shared_dir, options, frames):
     """Every speed-up of the PyTorch backbone against the plain folded network."""
@@ -211,34 +209,6 @@ def test_backbone_graph_launches_without_torch(cp, weights):
     eager = run_backbone(cp, TorchBackbone(weights, 0, cuda_graphs=False), images)
     for a, b in zip(got, eager):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.max(np.abs(b)))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize('frames', [1, 3])
-def test_split_graph_equals_one_graph_bit_for_bit(cp, weights, frames):
-    """Two graphs (front, back) replay the same kernels as one: the same bits, raw launches."""
-    import torch
-    from xfeat_ros.gpu.backbone import TorchBackbone
-    images = np.random.default_rng(frames).random((frames, 1, 480, 640), np.float32)
-    split, whole = TorchBackbone(weights, 0), TorchBackbone(weights, 0, split_graph=False)
-    assert split.split_graph and not whole.split_graph
-    for a, b in zip(run_backbone(cp, split, images), run_backbone(cp, whole, images)):
-        np.testing.assert_array_equal(a, b)
-    (binding,) = split._bindings.values()
-    assert len(binding.graphs) == 2 and binding.middle[0].shape == (frames, 1, 480, 640)
-    assert len(next(iter(whole._bindings.values())).graphs) == 1
-    if hasattr(torch.cuda.CUDAGraph, 'raw_cuda_graph_exec'):
-        assert binding.launch is not None
-
-
-def test_chained_launches_run_in_order_or_not_at_all():
-    from xfeat_ros.gpu.backbone import chain_launches
-    calls = []
-    launch = chain_launches([lambda s: calls.append(('a', s)), lambda s: calls.append(('b', s))])
-    launch(7)
-    assert calls == [('a', 7), ('b', 7)]
-    assert chain_launches([lambda s: None, None]) is None   # a graph without a raw launch
-    assert chain_launches([]) is None
 
 
 def test_conv_launch_shapes(monkeypatch):

@@ -172,42 +172,18 @@ def forward_folded(net, image, torch, side=None, fuse=None):
     head (a fork and a join that a CUDA graph keeps as parallel branches).
     ``fuse`` (``fuse(x3, x4, x5)``): the two bilinear resizes and two additions
     before the fusion block in one kernel (:func:`launch_fuse_scales`).
-    Same operations otherwise, same results up to rounding. It is
-    :func:`forward_front` then :func:`forward_back`; captured as two CUDA
-    graphs (``split_graph``) the front forks nothing and the keypoint head
-    runs beside blocks 3-5 instead.
+    Same operations otherwise, same results up to rounding.
     """
-    return forward_back(net, *forward_front(net, image, torch, side), torch, side, fuse)
-
-
-def _keypoint_head_beside(net, x, torch, side):
-    """Fork the keypoint head on ``x`` to ``side``; return its (future) logits."""
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        logits = net.keypoint_head(net.unfold8(x))
-    x.record_stream(side)
-    return logits
-
-
-def forward_front(net, image, torch=None, side=None):
-    """
-    Return ``(x, x2, logits)``: the normalised image, block 2's output, the keypoint head.
-
-    The full-resolution half of the network; ``logits`` is None unless
-    ``side`` is given, where the keypoint head is forked at once.
-    """
-    x = net.norm(image)
-    logits = None if side is None else _keypoint_head_beside(net, x, torch, side)
-    x1 = net.block1(x)
-    return x, net.block2(x1 + net.skip1(x)), logits
-
-
-def forward_back(net, x, x2, logits, torch, side=None, fuse=None):
-    """Return ``(feats, logits, reliability)`` from :func:`forward_front`'s tensors."""
     import torch.nn.functional as F  # noqa: N812
     main = torch.cuda.current_stream()
-    if side is not None and logits is None:
-        logits = _keypoint_head_beside(net, x, torch, side)
+    x = net.norm(image)
+    if side is not None:
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            logits = net.keypoint_head(net.unfold8(x))
+        x.record_stream(side)
+    x1 = net.block1(x)
+    x2 = net.block2(x1 + net.skip1(x))
     x3 = net.block3(x2)
     x4 = net.block4(x3)
     x5 = net.block5(x4)
@@ -228,27 +204,15 @@ def forward_back(net, x, x2, logits, torch, side=None, fuse=None):
 
 
 class _TorchBinding:
-    """Torch views of one buffer set and, when captured, its CUDA graphs."""
+    """Torch views of one buffer set and, when captured, its CUDA graph."""
 
     def __init__(self, image, feats, logits, reliability):
         self.image = image
         self.feats = feats
         self.logits = logits
         self.reliability = reliability
-        self.graphs = []    # one, or two with split_graph (replayed in order)
-        self.middle = None  # split_graph: the front graph's outputs, read by the back graph
-        self.launch = None  # launch(stream pointer): the graphs' executables, without PyTorch
-
-
-def chain_launches(launches):
-    """Return ``launch(stream_ptr)`` running each of ``launches`` in order, or None if one is."""
-    if not launches or any(launch is None for launch in launches):
-        return None
-
-    def launch_all(stream_ptr):
-        for launch in launches:
-            launch(stream_ptr)
-    return launch_all
+        self.graph = None
+        self.launch = None  # launch(stream pointer): the graph's executable, without PyTorch
 
 
 class TorchBackbone:
@@ -279,10 +243,6 @@ class TorchBackbone:
     ``fused_norm`` runs the input's instance norm as two ``backbone.cu``
     launches (:func:`use_fused_norm`) instead of PyTorch's ten. The last
     five need ``fold=True`` (and CuPy, else they are left off) and FP32.
-    ``split_graph`` captures the network as two graphs, the full-resolution
-    front and the rest (:meth:`_capture`), so that at one frame the GPU
-    starts while the host still launches the back; same kernels, same
-    results bit for bit.
     ``precision='fp32'`` (default) runs FP32 with TF32 disabled in cuDNN
     (parity with the CPU path needs it: scores within 1e-4 relative);
     ``'fp16'`` runs the network in half precision and casts the outputs back
@@ -295,7 +255,7 @@ class TorchBackbone:
     def __init__(self, weights, gpu=0, precision='fp32', cuda_graphs=True,
                  cudnn_benchmark=False, channels_last=False, fold=True, fused_relu=True,
                  parallel_heads=True, fused_scales=True, direct_convs=DIRECT_LAYERS,
-                 wide_convs=True, fused_norm=True, split_graph=True):
+                 wide_convs=True, fused_norm=True):
         """Build the network from a weights dict (:func:`xfeat_ros.weights.load_weights`)."""
         try:
             import torch
@@ -320,7 +280,6 @@ class TorchBackbone:
         self._fuse = None
         if fused_scales and fold and not channels_last and precision == 'fp32':
             self._fuse = self._fuse_scales_kernel(int(gpu), torch)
-        self.split_graph = bool(split_graph) and (self.parallel_heads or self._fuse is not None)
         net = XFeatNet.from_weights(weights)
         if fold:
             net = fold_for_inference(net, torch, self.fused_relu)
@@ -372,56 +331,19 @@ class TorchBackbone:
             self._streams[stream.ptr] = ext
         return ext
 
-    def _input(self, binding):
-        return binding.image.to(self.dtype, memory_format=self.memory_format)
-
-    def _heads_side(self):
-        """Return the keypoint head's stream (``parallel_heads``), or None."""
-        if not self.parallel_heads:
-            return None
-        if self._side is None:
-            self._side = self.torch.cuda.Stream(device=self.device)
-        return self._side
-
-    @staticmethod
-    def _store(binding, outputs):
-        for target, value in zip((binding.feats, binding.logits, binding.reliability), outputs):
-            target.copy_(value)
-
     def _forward_into(self, binding):
+        image = binding.image.to(self.dtype, memory_format=self.memory_format)
+        if self.parallel_heads and self._side is None:
+            self._side = self.torch.cuda.Stream(device=self.device)
         if self.parallel_heads or self._fuse is not None:
-            outputs = forward_folded(self.net, self._input(binding), self.torch,
-                                     self._heads_side(), self._fuse)
+            feats, logits, reliability = forward_folded(
+                self.net, image, self.torch, self._side if self.parallel_heads else None,
+                self._fuse)
         else:
-            outputs = self.net(self._input(binding))
-        self._store(binding, outputs)
-
-    def _capture(self, binding, stream):
-        """
-        Capture the forward pass on ``stream``: one CUDA graph, or two (``split_graph``).
-
-        Split, the full-resolution front (norm, blocks 1-2) is a graph of its
-        own: the GPU runs it while the host is still launching the larger back
-        graph (a launch costs the host time per node, during which the GPU
-        would otherwise wait at one frame). Both share the backbone's pool;
-        the front's outputs stay with the binding for the back to read.
-        """
-        torch = self.torch
-
-        def graph(step):
-            captured = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(captured, pool=self._pool, stream=stream,
-                                  capture_error_mode='thread_local'):
-                result = step()
-            if self._pool is None:
-                self._pool = captured.pool()
-            return captured, result
-        if not self.split_graph:
-            return [graph(lambda: self._forward_into(binding))[0]]
-        front, binding.middle = graph(lambda: forward_front(self.net, self._input(binding)))
-        back, _ = graph(lambda: self._store(binding, forward_back(
-            self.net, *binding.middle, torch, self._heads_side(), self._fuse)))
-        return [front, back]
+            feats, logits, reliability = self.net(image)
+        binding.feats.copy_(feats)
+        binding.logits.copy_(logits)
+        binding.reliability.copy_(reliability)
 
     def _bind(self, image, outputs, ext):
         views = [self.torch.from_dlpack(array) for array in (image,) + tuple(outputs)]
@@ -433,12 +355,16 @@ class TorchBackbone:
                 self._forward_into(binding)
         ext.wait_stream(side)
         if self.cuda_graphs:
+            graph = self.torch.cuda.CUDAGraph()
             try:
-                binding.graphs = self._capture(binding, side)
-                binding.launch = chain_launches([raw_graph_launcher(graph)
-                                                 for graph in binding.graphs])
-                LOG.info('captured %s of the backbone for %d x %dx%d (%s)',
-                         'two CUDA graphs' if self.split_graph else 'a CUDA graph',
+                with self.torch.cuda.graph(graph, pool=self._pool, stream=side,
+                                           capture_error_mode='thread_local'):
+                    self._forward_into(binding)
+                binding.graph = graph
+                binding.launch = raw_graph_launcher(graph)
+                if self._pool is None:
+                    self._pool = graph.pool()
+                LOG.info('captured a CUDA graph of the backbone for %d x %dx%d (%s)',
                          image.shape[0], image.shape[-1], image.shape[-2], self.precision)
             except RuntimeError as exc:
                 LOG.warning('CUDA graph capture failed (%s); running the backbone eagerly', exc)
@@ -453,19 +379,18 @@ class TorchBackbone:
             binding.launch(stream.ptr)  # the per-frame path: one graph launch
             return
         ext = self._torch_stream(stream)
-        if binding is not None and binding.graphs:
+        if binding is not None and binding.graph is not None:
             with torch.cuda.device(self.device), torch.cuda.stream(ext):
-                for graph in binding.graphs:
-                    graph.replay()
+                binding.graph.replay()
             return
         with torch.cuda.device(self.device), torch.no_grad(), self._cudnn():
             if binding is None:
                 binding = self._bind(image, outputs, ext)
                 self._bindings[buffer_key(image, outputs)] = binding
             with torch.cuda.stream(ext):
-                for graph in binding.graphs:
-                    graph.replay()
-                if not binding.graphs:
+                if binding.graph is not None:
+                    binding.graph.replay()
+                else:
                     self._forward_into(binding)
 
     def release(self, image):
