@@ -37,7 +37,10 @@ powers of two). Stream order makes sharing a workspace between batches safe.
 Nothing is allocated per frame except the pinned host blocks of the results
 (from CuPy's pinned pool): workspaces are created on a new resolution (the
 last :data:`MAX_WORKSPACES` sizes are kept) and grown with the batch,
-staging and raw buffers grow only, slots grow when ``top_k`` grows.
+staging and raw buffers grow only, slots grow when ``top_k`` grows. A new
+workspace is made for the largest group the caller said to expect
+(:meth:`GpuEngine.expect_groups`) and runs the backbone once at every batch
+size up to it, so that no size is met for the first time mid-stream.
 """
 
 from collections import deque, OrderedDict
