@@ -132,49 +132,52 @@ if [[ " ${SECTIONS} " == *" pubmode "* ]]; then
   done
 fi
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
-if [[ " ${SECTIONS} " == *" pubmode4 "* ]]; then
+mps_start() {  # start the CUDA MPS control daemon; fails where the machine has none
   mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
-  nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d
+}
+mps_stop() {
+  echo quit | nvidia-cuda-mps-control
+}
+if [[ " ${SECTIONS} " == *" pubmode4 "* ]]; then
+  mps_start && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
   for round in $(seq "${PUBMODE_ROUNDS:-2}"); do
     for mode in SYNCHRONOUS ASYNCHRONOUS; do
       bench "pubmode4_${mode}_8x120_${round}" --configs 8x120 --node-processes 4 \
         --node-wrapper "env RMW_FASTRTPS_PUBLICATION_MODE=${mode}"
     done
   done
-  echo quit | nvidia-cuda-mps-control
+  mps_stop
 fi
 if [[ " ${SECTIONS} " == *" procs "* ]]; then
-  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
-  nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  mps_start && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
   for round in $(seq "${PROCS_ROUNDS:-2}"); do
     bench "procs_base_${round}" --configs 8x120 --node-processes 4 --node-wrapper "${BASE_WRAPPER}"
     bench "procs_new_${round}" --configs 8x120 --node-processes 4
   done
-  echo quit | nvidia-cuda-mps-control
+  mps_stop
 fi
 if [[ " ${SECTIONS} " == *" gc "* ]]; then
-  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
-  if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+  if mps_start; then
     for round in 1 2; do
       bench "gc_base_${round}" --configs 8x120 --node-processes 4 \
         --node-wrapper "${BASE_WRAPPER} python3 ${PWD}/bench/gc_probe.py"
       bench "gc_new_${round}" --configs 8x120 --node-processes 4 \
         --node-wrapper "python3 ${PWD}/bench/gc_probe.py"
     done
-    echo quit | nvidia-cuda-mps-control
+    mps_stop
     grep -h 'gc_probe:' /tmp/ab/logs_gc_*/node* > "${OUT}/gc_probe.txt" 2>/dev/null
   else
     echo "no MPS daemon on this machine" | tee -a "${OUT}/summary.txt"
   fi
 fi
 if [[ " ${SECTIONS} " == *" heapload "* ]]; then
-  mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
-  nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
+  mps_start && echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
   for round in $(seq "${HEAPLOAD_ROUNDS:-2}"); do
     XFEAT_ROS_MALLOC=default bench "heapload_default_${round}" --configs 8x120 --node-processes 4
     bench "heapload_tuned_${round}" --configs 8x120 --node-processes 4
   done
-  echo quit | nvidia-cuda-mps-control
+  mps_stop
   if [[ -z "${HEAPLOAD_MPS_ONLY:-}" ]]; then
     XFEAT_ROS_MALLOC=default bench heapload_default_1node --configs 8x120
     bench heapload_tuned_1node --configs 8x120
@@ -184,13 +187,12 @@ fi
 
 bench procs_no_mps --configs 8x120 --node-processes 4
 [[ -n "${MPS_ONLY:-}" ]] || bench procs8_no_mps --configs 8xmax --node-processes 8
-mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
-if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+if mps_start; then
   echo "MPS daemon started" | tee -a "${OUT}/summary.txt"
   bench procs_mps --configs 8x120 --node-processes 4
   bench procs_mps_queue2 --configs 8x120 --node-processes 4 --queue-size 2
   [[ -n "${MPS_ONLY:-}" ]] || bench procs8_mps --configs 8xmax --node-processes 8
-  echo quit | nvidia-cuda-mps-control
+  mps_stop
 else
   echo "no MPS daemon on this machine" | tee -a "${OUT}/summary.txt"
 fi
