@@ -110,10 +110,10 @@ def forward_package_logs(logger, package='xfeat_ros'):
     handler = ToLogger(logger)
     target = logging.getLogger(package)
     name = getattr(logger, 'name', None)
-    for old in list(target.handlers):
-        same = name is not None and getattr(getattr(old, 'logger', None), 'name', None) == name
-        if isinstance(old, ToLogger) and same:
-            target.removeHandler(old)
+    if name is not None:
+        for old in [h for h in target.handlers if isinstance(h, ToLogger)]:
+            if getattr(old.logger, 'name', None) == name:
+                target.removeHandler(old)
     target.addHandler(handler)
     if target.level == logging.NOTSET or target.level > logging.INFO:
         target.setLevel(logging.INFO)

@@ -195,7 +195,7 @@ class GpuEngine:
     def _ready_batches(self, ws):
         """Run the backbone on a new workspace at every batch size up to the expected group."""
         ws.image.fill(0)   # a defined input for the runs (their outputs are overwritten)
-        for frames in range(1, min(self.group_frames, ws.frames) + 1):
+        for frames in range(1, self.group_frames + 1):  # ws.frames >= group_frames
             self.backbone.run(ws.image[:frames], ws.outputs(frames), self.stream)
 
     def _workspace(self, mh, mw, frames):
