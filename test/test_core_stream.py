@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from xfeat_ros.cdr import parse_image
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import CameraStream, check_image, Done, STAGES, stamp_ns
+from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES, stamp_ns,
+                                   TRANSPORT_PARTS, transport_parts)
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
 from xfeat_ros.pipeline import MatchResult
@@ -155,3 +156,24 @@ def test_the_core_imports_without_rclpy():
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                             timeout=120)
     assert result.stdout.strip() == 'ok', result.stderr
+
+
+def test_transport_split_by_the_dds_timestamps():
+    stream = CameraStream('')
+    stamp = time.time_ns() - 3_000_000
+    info = {'source_timestamp': stamp + 1_000_000, 'received_timestamp': stamp + 1_500_000}
+    item = stream.accept(frame_msg(0, stamp_s=stamp / 1e9), 1.0, info=info)
+    camera, dds, take = item.transport_parts
+    assert camera == pytest.approx(1.0, abs=1e-3) and dds == pytest.approx(0.5, abs=1e-3)
+    assert take >= 1.5 and camera + dds + take == pytest.approx(item.transport_ms, abs=1e-3)
+    item.marks.update(queue=1.001)
+    stream.published(item, 1.002)
+    stages = stream.stage_medians()
+    assert list(stages)[:4] == ['transport', *TRANSPORT_PARTS]
+    assert stages['transport_dds'] == pytest.approx(0.5, abs=1e-3)
+    # No DDS timestamps, or times out of order (another machine's clock): not split.
+    assert stream.accept(frame_msg(1, stamp_s=time.time()), 2.0).transport_parts is None
+    late_writer = {'source_timestamp': 1, 'received_timestamp': 2}
+    assert transport_parts(stamp, late_writer, time.time_ns()) is None
+    assert transport_parts(stamp, {'source_timestamp': stamp, 'received_timestamp': 0},
+                           time.time_ns()) is None

@@ -329,7 +329,7 @@ class XFeatNode(Node):
         stream = self.streams[camera]
         self._count_gap(camera, info)
         try:
-            item = stream.accept(msg, received, parse)
+            item = stream.accept(msg, received, parse, info)
         except ImageError as exc:
             self._log_reject(camera, exc)
             return

@@ -32,6 +32,11 @@ TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage fig
 # (-> Keypoints and Matches serialized and published), output (-> every other output sent).
 STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'tracks', 'publish',
           'output')
+# The transport stage in three parts, from the DDS timestamps of the image's message info
+# (same machine, same clock): the camera's own time from its stamp to its DDS write
+# (conversion and serialization in the driver), the middleware's delivery into the node's
+# reader, and the node's take (its image thread waking, the copy out of the middleware).
+TRANSPORT_PARTS = ('transport_camera', 'transport_dds', 'transport_take')
 TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
 
 
@@ -56,6 +61,22 @@ def check_image(msg, last_stamp_ns):
     return stamp
 
 
+def transport_parts(stamp, info, now_ns):
+    """
+    Split an image's transport into :data:`TRANSPORT_PARTS` (ms), or return None.
+
+    ``info``: rclpy's message info (``source_timestamp``: the writer's clock
+    when the sample was written, ``received_timestamp``: when the node's
+    reader got it); None where either is missing or the times are out of
+    order (another machine's clock).
+    """
+    source = (info or {}).get('source_timestamp') or 0
+    reader = (info or {}).get('received_timestamp') or 0
+    if not stamp or not source or not stamp <= source <= reader <= now_ns:
+        return None
+    return ((source - stamp) / 1e6, (reader - source) / 1e6, (now_ns - reader) / 1e6)
+
+
 @dataclass(eq=False)
 class Pending:
     """
@@ -70,6 +91,7 @@ class Pending:
     received: float
     frame: object = None  # its Frame, once finished
     transport_ms: float = None  # receipt wall time - image stamp (None: no stamp)
+    transport_parts: tuple = None  # ms of TRANSPORT_PARTS (None: no stamp or DDS timestamps)
     marks: dict = field(default_factory=dict)  # stage -> monotonic s at its end
 
     @property
@@ -155,7 +177,8 @@ class CameraStream:
         self._camera_model = None
         self.published_at = deque(maxlen=TIMING_WINDOW)  # monotonic s
         self.latency_ms = deque(maxlen=TIMING_WINDOW)    # receipt -> published
-        self.stage_ms = {stage: deque(maxlen=TIMING_WINDOW) for stage in STAGES}
+        self.stage_ms = {stage: deque(maxlen=TIMING_WINDOW)
+                         for stage in STAGES[:1] + TRANSPORT_PARTS + STAGES[1:]}
 
     # -- counters ---------------------------------------------------------------------------------
     def count(self, key, n=1):
@@ -183,6 +206,8 @@ class CameraStream:
             self.latency_ms.append((now - item.received) * 1000.0)
             if item.transport_ms is not None:
                 self.stage_ms['transport'].append(item.transport_ms)
+            for part, ms in zip(TRANSPORT_PARTS, item.transport_parts or ()):
+                self.stage_ms[part].append(ms)
             before = item.received
             for stage in STAGES[1:]:
                 if stage in marks:
@@ -207,12 +232,14 @@ class CameraStream:
             self._camera_model = model
 
     # -- receipt ----------------------------------------------------------------------------------
-    def accept(self, msg, received, parse=None):
+    def accept(self, msg, received, parse=None, info=None):
         """
         Check an image on receipt; return its :class:`Pending`.
 
         ``parse`` turns ``msg`` into an Image-like object first (the node's raw
-        subscription passes :func:`xfeat_ros.cdr.parse_image`). Counts
+        subscription passes :func:`xfeat_ros.cdr.parse_image`); ``info``, the
+        subscription's message info, splits the transport stage (see
+        :func:`transport_parts`). Counts
         ``received``, then ``accepted`` or ``rejected`` and ``rejected_<Error>``;
         re-raises the :class:`xfeat_ros.errors.ImageError`.
         """
@@ -227,10 +254,12 @@ class CameraStream:
         if stamp:
             self.last_stamp_ns = stamp
         self.count('accepted')
-        transport = (time.time_ns() - stamp) / 1e6 if stamp else None
+        now = time.time_ns()
+        transport = (now - stamp) / 1e6 if stamp else None
         if transport is not None and not 0.0 <= transport <= TRANSPORT_MAX_MS:
             transport = None  # sim time, a replayed bag: not this machine's clock
-        return Pending(self.name, msg, received, transport_ms=transport)
+        parts = transport_parts(stamp, info, now) if transport is not None else None
+        return Pending(self.name, msg, received, transport_ms=transport, transport_parts=parts)
 
     def reject(self, exc, late=False):
         """Count a rejected image (``late``: by the engine, after it was accepted)."""
