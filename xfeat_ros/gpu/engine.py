@@ -491,31 +491,10 @@ class GpuEngine:
             self.stream.synchronize()
 
     def _fetch(self, slots, kinds):
-        """
-        Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``.
-
-        A slot still at work copies its whole capacity at once (no wait for
-        its counts first; see :mod:`xfeat_ros.gpu.results`). Features of a
-        described batch go on the copy stream as soon as their batch is
-        described, beside the matching and the checks; the rest follows the
-        engine's stream.
-        """
-        requests = []
+        """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
         with self.cupy.cuda.Device(self.gpu):
-            for slot in slots:
-                wanted = [kind for kind, flag in ((host_results.FEATURES, 'submitted'),
-                                                  (host_results.MATCHES, 'matched'))
-                          if kind in kinds and getattr(slot, flag, False)]
-                if wanted:
-                    if self._waiting(slot):
-                        self.flush()
-                    requests.extend(host_results.result_parts(slot, wanted, slot.done.done))
-            copies = host_results.copy_early_and_late(requests, self.copy_stream, self.stream)
-            for _, (event, _) in copies:
-                event.synchronize()
-        return {(id(slot), kind): host_results.assemble(kind, slot, arrays)
-                for requests, (_, views) in copies
-                for (kind, slot, _), arrays in zip(requests, views)}
+            return host_results.fetch(slots, kinds, self.copy_stream, self.stream,
+                                      flush=lambda slot: self._waiting(slot) and self.flush())
 
     def results(self, slots):
         """

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 import sys
 
-from xfeat_ros import ransac
+from xfeat_ros import ransac, ransac_refine
 from xfeat_ros.errors import BackendError
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 from xfeat_ros.postprocess import CELL, NMS_RADIUS
@@ -247,12 +247,13 @@ def ransac_variant():
 
 
 def refine_variant():
-    """RANSAC refinement of the best model (constants of :mod:`xfeat_ros.ransac`)."""
-    constants = (('MIN_MATCHES', ransac.MIN_MATCHES), ('REFINE_ROUNDS', ransac.REFINE_ROUNDS),
-                 ('INVERSE_ITERATIONS', ransac.INVERSE_ITERATIONS),
-                 ('CHOLESKY_SHIFT', repr(ransac.CHOLESKY_SHIFT)),
-                 ('JACOBI_SWEEPS', ransac.JACOBI_SWEEPS),
-                 ('JACOBI_TOLERANCE', repr(ransac.JACOBI_TOLERANCE)))
+    """RANSAC refinement of the best model (constants of :mod:`xfeat_ros.ransac_refine`)."""
+    constants = (('MIN_MATCHES', ransac.MIN_MATCHES),
+                 ('REFINE_ROUNDS', ransac_refine.REFINE_ROUNDS),
+                 ('INVERSE_ITERATIONS', ransac_refine.INVERSE_ITERATIONS),
+                 ('CHOLESKY_SHIFT', repr(ransac_refine.CHOLESKY_SHIFT)),
+                 ('JACOBI_SWEEPS', ransac_refine.JACOBI_SWEEPS),
+                 ('JACOBI_TOLERANCE', repr(ransac_refine.JACOBI_TOLERANCE)))
     return KernelVariant('ransac_refine.cu', constants + LAUNCH_DEFINES['ransac_refine.cu'],
                          EXACT_OPTIONS)
 

@@ -112,3 +112,28 @@ def assemble(kind, slot, arrays):
     verified = arrays[3][:m].astype(bool) if len(arrays) > 3 else None
     return MatchResult(arrays[0][:m].astype(np.int64), arrays[1][:m].astype(np.int64),
                        arrays[2][:m], verified)
+
+
+def fetch(slots, kinds, early_stream, stream, flush):
+    """
+    Copy the results ``kinds`` of ``slots`` to the host; ``{(id(slot), kind): result}``.
+
+    ``flush(slot)`` first enqueues a slot's work still deferred by the
+    engine. A slot still at work copies its whole capacity at once (no wait
+    for its counts first). Features of a described batch go on
+    ``early_stream`` as soon as their batch is described, beside the matching
+    and the checks; the rest follows ``stream``. One wait per copy block.
+    """
+    requests = []
+    for slot in slots:
+        wanted = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
+                  if kind in kinds and getattr(slot, flag, False)]
+        if wanted:
+            flush(slot)
+            requests.extend(result_parts(slot, wanted, slot.done.done))
+    copies = copy_early_and_late(requests, early_stream, stream)
+    for _, (event, _) in copies:
+        event.synchronize()
+    return {(id(slot), kind): assemble(kind, slot, arrays)
+            for requests, (_, views) in copies
+            for (kind, slot, _), arrays in zip(requests, views)}

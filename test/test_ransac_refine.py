@@ -1,7 +1,7 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The refinement's solvers of the host reference (xfeat_ros.ransac) against LAPACK.
+The refinement's solvers of the host reference (xfeat_ros.ransac_refine) against LAPACK.
 
 The kernel (``ransac_refine.cu``) does the same operations in the same order,
 so these hold for it too; the whole check is tested in test_gpu_ransac.py.
@@ -13,7 +13,7 @@ conditioning of the problem (rounding over the eigenvalue gap), here at most
 import numpy as np
 import pytest
 
-from xfeat_ros import ransac
+from xfeat_ros import ransac_refine
 
 
 def psd3(rng, singular_values):
@@ -36,7 +36,7 @@ def test_jacobi_smallest_is_the_smallest_eigenvector(singular):
     rng = np.random.default_rng(7)
     for _ in range(20):
         _, m = psd3(rng, singular)
-        got = ransac._jacobi_smallest(m.tolist())
+        got = ransac_refine._jacobi_smallest(m.tolist())
         want = np.linalg.eigh(m)[1][:, 0]
         assert abs(np.linalg.norm(got) - 1.0) < 1e-14
         gap = singular[1] ** 2 - singular[2] ** 2
@@ -44,16 +44,16 @@ def test_jacobi_smallest_is_the_smallest_eigenvector(singular):
 
 
 def test_jacobi_of_diagonal_and_zero_matrices_rotates_nothing():
-    assert ransac._jacobi_smallest([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 3.0]]) == [
+    assert ransac_refine._jacobi_smallest([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 3.0]]) == [
         0.0, 1.0, 0.0]
-    assert ransac._jacobi_smallest([[0.0] * 3 for _ in range(3)]) == [1.0, 0.0, 0.0]
+    assert ransac_refine._jacobi_smallest([[0.0] * 3 for _ in range(3)]) == [1.0, 0.0, 0.0]
 
 
 def test_rank2_removes_the_smallest_singular_direction():
     rng = np.random.default_rng(11)
     for singular in ((1.0, 0.6, 0.05), (1.0, 0.2, 1e-5)):
         g, _ = psd3(rng, singular)
-        got = np.array(ransac.rank2(g.ravel().tolist())).reshape(3, 3)
+        got = np.array(ransac_refine.rank2(g.ravel().tolist())).reshape(3, 3)
         u, s, vt = np.linalg.svd(g)
         want = u[:, :2] @ np.diag(s[:2]) @ vt[:2]
         np.testing.assert_allclose(got, want, atol=1e-13)
@@ -69,7 +69,8 @@ def test_inverse_iteration_finds_the_null_direction_of_normal_equations():
     rows += 1e-6 * rng.normal(size=rows.shape)  # and a little noise
     ata = rows.T @ rows
     start = rng.normal(size=9)
-    got = ransac._smallest_eigenvector(ata.tolist(), (start / np.linalg.norm(start)).tolist())
+    start = (start / np.linalg.norm(start)).tolist()
+    got = ransac_refine._smallest_eigenvector(ata.tolist(), start)
     want = np.linalg.eigh(ata)[1][:, 0]
     assert abs(np.linalg.norm(got) - 1.0) < 1e-14
     assert angle(got, want) < 1e-10
@@ -78,6 +79,6 @@ def test_inverse_iteration_finds_the_null_direction_of_normal_equations():
 
 def test_inverse_iteration_refuses_an_undefined_system():
     zero = [[0.0] * 9 for _ in range(9)]
-    assert ransac._smallest_eigenvector(zero, [1.0] + [0.0] * 8) is None
+    assert ransac_refine._smallest_eigenvector(zero, [1.0] + [0.0] * 8) is None
     negative = [[-1.0 if i == j else 0.0 for j in range(9)] for i in range(9)]
-    assert ransac._smallest_eigenvector(negative, [1.0] + [0.0] * 8) is None
+    assert ransac_refine._smallest_eigenvector(negative, [1.0] + [0.0] * 8) is None
