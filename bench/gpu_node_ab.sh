@@ -11,7 +11,7 @@
 #    with `git archive <commit> xfeat_ros kernels config | tar -x -C .base`; ignored by git) against the
 #    working tree, at 1x30 and 8x120 (rgb8, shipped DDS profile; AB_CONFIGS picks others),
 #    interleaved twice;
-# 2. the working tree at 1x30 mono8;
+# 2. the working tree at 1x30 mono8 (MONO_AB=1: .base first, MONO_ROUNDS rounds);
 # 3. several node processes with and without CUDA MPS (nvidia-cuda-mps-control), at 8x120
 #    over 4 processes (with MPS also with queue_size 2) and 8xmax over 8 processes (rgb8).
 # 4. (section malloc) glibc's default heap against xfeat_ros.heap's thresholds
@@ -97,7 +97,11 @@ if [[ " ${SECTIONS} " == *" ab "* ]]; then
   done
 fi
 if [[ " ${SECTIONS} " == *" mono "* ]]; then
-  bench new_mono8 --configs 1x30 --encoding mono8
+  for round in $(seq "${MONO_ROUNDS:-1}"); do
+    [[ -z "${MONO_AB:-}" ]] || bench "base_mono8_${round}" --configs 1x30 --encoding mono8 \
+      --node-wrapper "${BASE_WRAPPER}"
+    bench "new_mono8${MONO_AB:+_${round}}" --configs 1x30 --encoding mono8
+  done
 fi
 if [[ " ${SECTIONS} " == *" malloc "* ]]; then
   for round in 1 2; do

@@ -84,6 +84,37 @@ def flight_messages(shared_dir):
             raw_image(np.concatenate([tum[0][:, :, ::-1], alpha], axis=2), 'bgra8')]
 
 
+@pytest.mark.gpu
+def test_images_in_the_engines_buffers_are_uploaded_as_they_are(engine, shared_dir,
+                                                                monkeypatch):
+    """Pixels taken into ``image_buffer()`` give the same features, with no staging copy."""
+    msgs = flight_messages(shared_dir)[:4]
+    want = [single(engine, msg) for msg in msgs]
+    pooled = []
+    for msg in msgs[:3]:  # as the node takes them: a payload, the pixels a view inside it
+        data = np.frombuffer(msg.data, np.uint8)
+        buffer = engine.image_buffer(data.size + 100)
+        buffer[100:100 + data.size] = data
+        pixels = memoryview(buffer[100:100 + data.size]).toreadonly()
+        pooled.append(SimpleNamespace(**{**vars(msg), 'data': pixels}))
+    del buffer
+    copied = []
+    copy = engine._copier.copy
+    monkeypatch.setattr(engine._copier, 'copy',
+                        lambda copies: (copied.append(len(copies)), copy(copies)))
+    slots = [engine.alloc_slot() for _ in msgs]
+    engine.submit(pooled[0], slots[0])
+    engine.submit_group(pooled[1:] + msgs[3:], slots[1:])
+    assert copied == [1]  # only the frame outside the pool was copied
+    in_use = engine._image_pool.stats()[2]
+    assert in_use >= 3
+    got = engine.results(slots)
+    for (features, _), expected in zip(got, want):
+        assert_same_features(features, expected)
+    del pooled, pixels  # the node lets an image go once its outputs are sent
+    assert engine._image_pool.stats()[2] == in_use - 3  # the engine let go after the results
+
+
 def assert_same_features(a, b):
     """Bitwise-equal features (same kernels, same inputs, deterministic top-K)."""
     assert a.image_hw == b.image_hw

@@ -11,9 +11,9 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture
-def rig():
-    """Make a node with a receiver, a publisher on its topic and an executor over the node."""
+@pytest.fixture(params=['rclpy', 'rcl'])
+def rig(request):
+    """Make a node with a receiver (taking through rclpy or rcl), a publisher, an executor."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -23,7 +23,15 @@ def rig():
     rclpy.init(context=context)
     node = rclpy.create_node('receiver_test', context=context)
     errors = []
-    receiver = ImageReceiver(node, on_error=errors.append)
+    rcl = buffers = None
+    if request.param == 'rcl':  # as with the GPU engine: into pooled buffers
+        import numpy as np
+        from xfeat_ros import rcl_io
+        from xfeat_ros.gpu.image_pool import ImagePool
+        rcl = rcl_io.load()
+        assert rcl is not None
+        buffers = ImagePool(lambda size: np.zeros(size, np.uint8)).get
+    receiver = ImageReceiver(node, on_error=errors.append, rcl=rcl, buffers=buffers)
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     publisher = node.create_publisher(Image, 'receiver_test/image', qos)
     executor = SingleThreadedExecutor(context=context)

@@ -81,5 +81,9 @@ class DeviceError(XFeatError):
     """
 
 
+class TransportError(XFeatError):
+    """The middleware refused to take a message (rcl's return code and message attached)."""
+
+
 class DatasetError(XFeatError):
     """A dataset folder has no recognised layout or lacks its ground truth or calibration."""

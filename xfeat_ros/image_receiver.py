@@ -16,7 +16,10 @@ bench/NOTES.md).
 executor (their callback group :data:`OUTSIDE` is one no executor runs) and
 waits on just them in one thread: a wait set built once per change of the
 subscriptions, every message a subscription holds taken when it is ready, the
-callback called with ``(raw bytes, message info)`` as the executor would. The
+callback called with ``(raw payload, message info)`` as the executor would. The
+payload is rclpy's ``bytes``, or, given ``rcl`` (:func:`xfeat_ros.rcl_io.load`) and
+``buffers`` (the GPU engine's pinned image buffers), a view of the buffer that rmw
+copied the sample into (:mod:`xfeat_ros.rcl_io`: two copies of every image fewer). The
 subscriptions' QoS event handlers are served here too (see :meth:`subscribe`);
 the executor keeps everything else (parameters, timers, camera_info).
 """
@@ -29,6 +32,9 @@ import traceback
 from rclpy.callback_groups import CallbackGroup
 from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+
+from xfeat_ros.errors import TransportError
+from xfeat_ros.rcl_io import serialized_taker
 
 WAIT_TIMEOUT_NS = 100_000_000  # wake up this often to see a stop or a shut-down context
 RETRY_S = 0.1  # after a failed wait
@@ -55,12 +61,19 @@ OUTSIDE = _Outside()
 class ImageReceiver:
     """One thread that takes the messages of a node's raw image subscriptions."""
 
-    def __init__(self, node, on_error=None):
-        """Serve subscriptions of ``node``; ``on_error(text)`` hears a callback's exception."""
+    def __init__(self, node, on_error=None, rcl=None, buffers=None):
+        """
+        Serve subscriptions of ``node``; ``on_error(text)`` hears a callback's exception.
+
+        ``rcl`` (:class:`xfeat_ros.rcl_io.Rcl` or None) and ``buffers(nbytes)``
+        take through rcl's own call into those buffers (see the module).
+        """
         self._node = node
+        self._rcl = rcl
+        self._buffers = buffers
         self._context = node.context
         self._on_error = on_error or node.get_logger().error
-        self._callbacks = {}   # subscription -> callback(payload, info)
+        self._callbacks = {}   # subscription -> (callback(payload, info), taker)
         self._lock = threading.Lock()
         self._changed = False
         self._stopping = False
@@ -87,7 +100,8 @@ class ImageReceiver:
         for handler in subscription.event_handlers:
             handler.callback_group = OUTSIDE
         with self._lock:
-            self._callbacks[subscription] = callback
+            self._callbacks[subscription] = (
+                callback, serialized_taker(subscription, self._rcl, self._buffers))
             self._changed = True
         self._wake.trigger()
         return subscription
@@ -124,7 +138,7 @@ class ImageReceiver:
                 self._serve(callbacks)
             except InvalidHandle:
                 continue  # a subscription went away: rebuild the wait set
-            except _rclpy.RCLError as exc:
+            except (_rclpy.RCLError, TransportError) as exc:
                 if not self._running():
                     return  # the context was shut down under the wait
                 # Never a silent end of image receipt: say it, wait a little, wait again.
@@ -152,9 +166,9 @@ class ImageReceiver:
                 wait_set.add_guard_condition(self._wake.handle)
                 wait_set.wait(WAIT_TIMEOUT_NS)
                 ready = set(wait_set.get_ready_entities('subscription'))
-                for subscription, callback in callbacks:
+                for subscription, (callback, taker) in callbacks:
                     if subscription.handle.pointer in ready:
-                        self._take_all(subscription, callback)
+                        self._take_all(taker, callback)
                 for handler in handlers:
                     if handler.is_ready(wait_set):
                         self._handle_event(handler)
@@ -168,10 +182,10 @@ class ImageReceiver:
             except Exception:  # noqa: B902 - the thread must go on
                 self._on_error(f'QoS event callback failed: {traceback.format_exc()}')
 
-    def _take_all(self, subscription, callback):
-        """Hand every message ``subscription`` holds to ``callback``."""
+    def _take_all(self, taker, callback):
+        """Hand every message ``taker``'s subscription holds to ``callback``."""
         while True:
-            taken = subscription.handle.take_message(subscription.msg_type, True)
+            taken = taker.take()
             if taken is None:
                 return
             try:

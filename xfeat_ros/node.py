@@ -37,7 +37,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
-from xfeat_ros import heap
+from xfeat_ros import heap, rcl_io
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
 from xfeat_ros.core.frontend import FrontEnd
@@ -131,8 +131,10 @@ class XFeatNode(Node):
         self.stop_requested = threading.Event()
         self.ports = {}
         self._topics = {}
-        # Images are taken on a thread of their own, past the executor (image_receiver.py).
-        self.receiver = ImageReceiver(self)
+        # Images are taken on a thread of their own, past the executor (image_receiver.py),
+        # into the GPU engine's pinned buffers where it offers them (rcl_io.py).
+        self.receiver = ImageReceiver(self, rcl=rcl_io.load(),
+                                      buffers=getattr(engine, 'image_buffer', None))
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None

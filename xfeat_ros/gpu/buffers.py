@@ -83,6 +83,8 @@ class GpuSlot:
     def allocate(self, capacity, desc_dim=DESCRIPTOR_SIZE):
         """(Re)allocate every buffer; attributes set by the caller are kept."""
         cupy = cupy_module()
+        if getattr(self, 'upload_pending', False):
+            self.uploaded.synchronize()  # its source (staging or a pooled image) is let go
         self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
         self.capacity = max(int(capacity), 0)
         self.desc_dim = int(desc_dim)
@@ -96,6 +98,7 @@ class GpuSlot:
         self.host_counts.array[:] = 0
         self.count_ref = (self.host_counts, 0)
         self.staging = None
+        self.upload_source = None  # a pooled image its upload reads, kept until that passed
         self.uploaded = cupy.cuda.Event(disable_timing=True)
         self.done = cupy.cuda.Event(disable_timing=True)
         # recorded after its batch's description and keypoint counts (None: no such
@@ -108,11 +111,21 @@ class GpuSlot:
         self.image_hw = None
         self.marks = []
 
-    def staging_for(self, nbytes):
-        """Pinned staging buffer of at least ``nbytes`` (waits for its previous upload)."""
+    def _previous_upload_passed(self):
+        """Wait (rarely) until this slot's last upload has read its source."""
         if self.upload_pending:
             self.uploaded.synchronize()
             self.upload_pending = False
+
+    def upload_from(self, data):
+        """Keep ``data`` (pinned, an image buffer's view) alive as the next upload's source."""
+        self._previous_upload_passed()
+        self.upload_source = data
+
+    def staging_for(self, nbytes):
+        """Pinned staging buffer of at least ``nbytes`` (waits for its previous upload)."""
+        self._previous_upload_passed()
+        self.upload_source = None
         if self.staging is None or self.staging.nbytes < nbytes:
             self.staging = PinnedBuffer(nbytes)
         return self.staging

@@ -56,6 +56,7 @@ from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                    HostCopier, PinnedBuffer, TableRing, Workspace)
+from xfeat_ros.gpu.image_pool import ImagePool
 from xfeat_ros.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
@@ -122,6 +123,7 @@ class GpuEngine:
         self.tensor_cores = bool(tensor_cores)
         self.epipolar = bool(epipolar)
         self._copier = HostCopier(copy_workers)
+        self._image_pool = None  # pinned buffers images are taken into (image_buffer)
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
@@ -343,12 +345,27 @@ class GpuEngine:
         """Tell whether ``slot`` waits in a batch or in a queued match."""
         return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
 
+    def image_buffer(self, nbytes):
+        """
+        Return a pinned uint8 buffer of at least ``nbytes`` to take an image message into.
+
+        An image whose pixels lie in such a buffer is uploaded from it without
+        a copy into a slot's staging buffer (:mod:`xfeat_ros.gpu.image_pool`);
+        the buffer is handed out again once nothing refers to it.
+        """
+        if self._image_pool is None:
+            self._image_pool = ImagePool(lambda size: PinnedBuffer(size).array)
+        with self.cupy.cuda.Device(self.gpu):
+            return self._image_pool.get(nbytes)
+
     def _stage(self, msg, slot):
         """
-        Validate ``msg`` and ready ``slot``'s pinned staging buffer for its bytes.
+        Validate ``msg`` and ready the pinned memory its bytes are uploaded from.
 
-        Returns ``(model size, frame, copy)``: ``copy`` = (staging view, bytes),
-        done by the caller (:class:`HostCopier`) before the upload is enqueued.
+        Returns ``(model size, frame, copy, source)``: ``copy`` = (staging view,
+        bytes), done by the caller (:class:`HostCopier`) before the upload is
+        enqueued, or None when the bytes lie in a buffer of :meth:`image_buffer`
+        already; ``source`` = (host address, byte count) of the upload.
         """
         data = message_bytes(msg.data)
         height, width, step = msg.height, msg.width, msg.step
@@ -356,13 +373,16 @@ class GpuEngine:
         mh, mw = model_size(height, width)
         if self._waiting(slot):
             self.flush()
+        frame = (slot, int(height), int(width), info, int(step), bool(msg.is_bigendian))
         with self.cupy.cuda.Device(self.gpu), self.stream:
             self._fit_slot(slot)
+            if self._image_pool is not None and self._image_pool.owns(data):
+                slot.upload_from(data)
+                return (mh, mw), frame, None, (data.ctypes.data, data.size)
             staging = slot.staging_for(data.size)
-        return (mh, mw), (slot, int(height), int(width), info, int(step),
-                          bool(msg.is_bigendian)), (staging.array[:data.size], data)
+        return (mh, mw), frame, (staging.array[:data.size], data), (staging.ptr, data.size)
 
-    def _enqueue_upload(self, size, frame, nbytes):
+    def _enqueue_upload(self, size, frame, source):
         """Upload a staged frame into the next raw row of its model size's batch."""
         cupy = self.cupy
         slot = frame[0]
@@ -372,11 +392,11 @@ class GpuEngine:
             batch = None
         with cupy.cuda.Device(self.gpu), self.stream:
             ws = self._workspace(*size, 1 + (len(batch) if batch else 0))
-            ws.grow_raw(nbytes, keep=len(batch) if batch else 0)
+            ws.grow_raw(source[1], keep=len(batch) if batch else 0)
             batch = self._pending.setdefault(size, [])
             slot.marks = []
             self._mark(slot.marks, 'start')
-            copy_async(ws.raw_row(len(batch)), slot.staging.ptr, nbytes,
+            copy_async(ws.raw_row(len(batch)), source[0], source[1],
                        cupy.cuda.runtime.memcpyHostToDevice, self.stream)
             slot.uploaded.record(self.stream)
             slot.upload_pending = True
@@ -397,9 +417,10 @@ class GpuEngine:
         anything is enqueued. Never synchronizes (except to reuse the slot's
         own staging buffer while its previous upload is still in flight).
         """
-        size, frame, copy = self._stage(msg, slot)
-        self._copier.copy([copy])
-        self._enqueue_upload(size, frame, copy[1].size)
+        size, frame, copy, source = self._stage(msg, slot)
+        if copy is not None:
+            self._copier.copy([copy])
+        self._enqueue_upload(size, frame, source)
 
     def submit_match(self, previous, slot):
         """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
@@ -433,12 +454,12 @@ class GpuEngine:
             raise ValueError('a slot appears twice in one group')
         t0 = time.perf_counter()
         staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
-        self._copier.copy([copy for _, _, copy in staged])
+        self._copier.copy([copy for _, _, copy, _ in staged if copy is not None])
         if start_event is not None:
             start_event.record(self.stream)
         t1 = time.perf_counter()
-        for size, frame, copy in staged:
-            self._enqueue_upload(size, frame, copy[1].size)
+        for size, frame, _, source in staged:
+            self._enqueue_upload(size, frame, source)
         if chain:
             for before, slot in zip([previous] + list(slots[:-1]), slots):
                 if before is not None:
@@ -493,8 +514,12 @@ class GpuEngine:
     def _fetch(self, slots, kinds):
         """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
         with self.cupy.cuda.Device(self.gpu):
-            return host_results.fetch(slots, kinds, self.copy_stream, self.stream,
-                                      flush=lambda slot: self._waiting(slot) and self.flush())
+            found = host_results.fetch(slots, kinds, self.copy_stream, self.stream,
+                                       flush=lambda slot: self._waiting(slot) and self.flush())
+        for slot in slots:  # their uploads passed before the copies waited for
+            if getattr(slot, 'submitted', False):
+                slot.upload_source = None
+        return found
 
     def results(self, slots):
         """
