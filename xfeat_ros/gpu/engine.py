@@ -224,28 +224,11 @@ class GpuEngine:
         return ws
 
     def _launch(self, cache, key, enqueue):
-        """
-        Run ``enqueue()`` on the stream, through a cached CUDA graph when enabled.
-
-        The graph of ``key`` is captured on first use (nothing runs during the
-        capture) and launched; the key must name every buffer and argument the
-        launches bake in.
-        """
+        """Run ``enqueue()`` on the stream, through the cached CUDA graph of ``key`` if enabled."""
         if not self.graphs or self.profile:
             enqueue()
-            return
-        graph = cache.get(key)
-        if graph is None:
-            self.stream.begin_capture()
-            try:
-                enqueue()
-            finally:
-                graph = self.stream.end_capture()
-            cache[key] = graph
-            while len(cache) > MAX_GRAPHS:
-                cache.popitem(last=False)
-        cache.move_to_end(key)
-        graph.launch(self.stream)
+        else:
+            ops.launch_cached(cache, key, enqueue, self.stream, MAX_GRAPHS)
 
     def _mark(self, marks, name):
         if self.profile:
@@ -271,16 +254,7 @@ class GpuEngine:
 
     def _decode(self, ws, batch):
         """Decode the batch's raw rows into ``ws.image`` (one launch if one layout)."""
-        frames = len(batch)
-        layouts = {frame[1:] for frame in batch}
-        if len(layouts) == 1:
-            _, height, width, info, step, big_endian = batch[0]
-            ops.decode_frames(ws.raw, ws.raw_stride, info, height, width, step, big_endian,
-                              ws.image, self.stream, frames)
-        else:
-            for row, (_, height, width, info, step, big_endian) in enumerate(batch):
-                ops.decode_resize(ws.raw[row * ws.raw_stride:], info, height, width, step,
-                                  big_endian, ws.image[row], self.stream)
+        ops.decode_batch(ws, batch, self.stream)
         self._mark(self.last_flush_marks, 'decode')
 
     def _run_batch(self, ws, batch):

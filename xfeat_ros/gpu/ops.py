@@ -357,3 +357,42 @@ def sample_descriptors(feats_hwc, model_hw, positions, count, out, stream):
     device_count = count.array if isinstance(count, DeviceCount) else None
     table = _upload_table(frame_table_rows([(device_count, None, None, out, 1.0, 1.0)]), stream)
     describe_frames(feats_hwc, model_hw, positions, table, bound, stream, frames=1)
+
+
+def decode_batch(ws, batch, stream):
+    """
+    Decode a batch's raw rows (``ws.raw``) into ``ws.image``, one launch when one layout.
+
+    ``batch``: ``[(slot, height, width, info, step, big_endian)]`` in row order.
+    """
+    layouts = {frame[1:] for frame in batch}
+    if len(layouts) == 1:
+        _, height, width, info, step, big_endian = batch[0]
+        decode_frames(ws.raw, ws.raw_stride, info, height, width, step, big_endian,
+                      ws.image, stream, len(batch))
+        return
+    for row, (_, height, width, info, step, big_endian) in enumerate(batch):
+        decode_resize(ws.raw[row * ws.raw_stride:], info, height, width, step, big_endian,
+                      ws.image[row], stream)
+
+
+def launch_cached(cache, key, enqueue, stream, max_graphs):
+    """
+    Launch ``cache``'s CUDA graph of ``key`` on ``stream``, capturing ``enqueue()`` first.
+
+    The graph is captured on first use (nothing runs during the capture);
+    ``key`` must name every buffer and argument the launches bake in. The
+    cache (an OrderedDict) keeps the ``max_graphs`` most recently used.
+    """
+    graph = cache.get(key)
+    if graph is None:
+        stream.begin_capture()
+        try:
+            enqueue()
+        finally:
+            graph = stream.end_capture()
+        cache[key] = graph
+        while len(cache) > max_graphs:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    graph.launch(stream)
