@@ -8,8 +8,9 @@ enqueues the frame's upload at once and defers the rest, so that all frames
 of one model size submitted before the next synchronization share one
 backbone call and one launch of each kernel::
 
-    submit:  raw bytes -> pinned staging (per slot) -> row b of the size's raw
-               bytes on the device (async copy)
+    submit:  raw bytes -> pinned staging (per slot; skipped for bytes taken into
+               an image_buffer) -> row b of the size's raw bytes on the device
+               (async copy)
     flush:   per model size, B frames: decode + resize (preprocess.cu, one
                launch when the frames share their layout)
                -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
