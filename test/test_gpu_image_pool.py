@@ -44,3 +44,9 @@ def test_over_the_limit_plain_memory_that_the_engine_copies():
     assert spare.size == GRAIN and not images.owns(spare)
     assert images.owns(held[0][5:]) and not images.owns(np.zeros(4, np.uint8))
     assert images.stats() == (2, 2 * GRAIN, 2)
+
+
+def test_an_allocation_that_fails_gives_plain_memory():
+    images = ImagePool(lambda size: None)
+    spare = images.get(100)
+    assert spare.size == 100 and not images.owns(spare) and images.stats() == (0, 0, 0)

@@ -122,3 +122,34 @@ def test_stop_ends_the_thread(rig):
     rig.receiver.start()
     rig.receiver.stop()
     assert not rig.receiver._thread.is_alive()
+
+
+def test_a_failing_take_is_reported_and_the_image_still_arrives(rig):
+    """A buffer that cannot be had (rcl's take) or any error of a take: said, then retried."""
+    from xfeat_ros import rcl_io
+    got = []
+    fails = [RuntimeError('no buffer')]
+
+    def buffers(nbytes):
+        if fails:
+            raise fails.pop()
+        return rcl_io.new_array(nbytes)
+
+    rig.receiver._buffers = buffers if rig.receiver._rcl is not None else None
+    subscription = rig.receiver.subscribe(rig.Image, 'receiver_test/image',
+                                          lambda payload, info: got.append(payload), rig.qos)
+    if rig.receiver._rcl is None:  # rclpy's take: the same failure from its taker
+        taker = rig.receiver._callbacks[subscription][1]
+        take = taker.take
+
+        def failing_once():
+            if fails:
+                raise fails.pop()
+            return take()
+        taker.take = failing_once
+    rig.receiver.start()
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.publisher.publish(image(1))
+    assert wait_for(lambda: len(got) == 1)
+    assert bytes(got[0])[-4:] == bytes([1] * 4)
+    assert len(rig.errors) == 1 and 'RuntimeError: no buffer' in rig.errors[0]

@@ -144,6 +144,11 @@ class ImageReceiver:
                 # Never a silent end of image receipt: say it, wait a little, wait again.
                 self._on_error(f'waiting for images failed: {exc}; retrying')
                 time.sleep(RETRY_S)
+            except Exception:  # noqa: B902 - a take's buffer or a bug: receipt must go on
+                if not self._running():
+                    return
+                self._on_error(f'taking images failed: {traceback.format_exc()}; retrying')
+                time.sleep(RETRY_S)
 
     def _serve(self, callbacks):
         """Wait on ``callbacks``' subscriptions until they change or the receiver stops."""

@@ -330,8 +330,13 @@ class GpuEngine:
         """
         if self._image_pool is None:
             self._image_pool = ImagePool(lambda size: PinnedBuffer(size).array)
-        with self.cupy.cuda.Device(self.gpu):
-            return self._image_pool.get(nbytes)
+        try:
+            with self.cupy.cuda.Device(self.gpu):
+                return self._image_pool.get(nbytes)
+        except self.cupy.cuda.runtime.CUDARuntimeError:
+            # no pinned memory to be had (or a failed device, the node now on the CPU):
+            # plain memory, which an engine copies as before; never an error at receipt
+            return np.empty(max(int(nbytes), 1), np.uint8)
 
     def _stage(self, msg, slot):
         """

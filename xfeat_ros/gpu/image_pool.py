@@ -50,7 +50,7 @@ class ImagePool:
     """Reusable host buffers for taken images (pinned ones from ``allocate``)."""
 
     def __init__(self, allocate, limit_bytes=LIMIT_BYTES):
-        """``allocate(nbytes)`` returns a uint8 array of ``nbytes`` (pinned for the engine)."""
+        """``allocate(nbytes)``: a uint8 array of ``nbytes`` (pinned), or None when it cannot."""
         self._allocate = allocate
         self._limit = int(limit_bytes)
         self._entries = []
@@ -65,9 +65,10 @@ class ImagePool:
                 if entry.end - entry.start >= nbytes and _free(entry):
                     return entry.array
             size = -(-nbytes // GRAIN) * GRAIN
-            if self._bytes + size > self._limit:
+            array = self._allocate(size) if self._bytes + size <= self._limit else None
+            if array is None:
                 return np.empty(nbytes, np.uint8)  # not pooled: the engine copies it
-            entry = _Entry(self._allocate(size))
+            entry = _Entry(array)
             self._entries = self._entries + [entry]  # readers iterate a list never changed
             self._bytes += size
             return entry.array
