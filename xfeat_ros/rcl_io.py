@@ -76,6 +76,16 @@ class _MessageInfo(ctypes.Structure):
                 ('publisher_gid', _Gid), ('from_intra_process', ctypes.c_bool)]
 
 
+class _MessageInfoRoom(ctypes.Structure):
+    """
+    A message info with room behind it: an rmw whose info is larger never writes past it.
+
+    (Humble's gid holds 24 bytes, not 16: its later fields would land in ``reserve``.)
+    """
+
+    _fields_ = [('info', _MessageInfo), ('reserve', ctypes.c_uint8 * 64)]
+
+
 class _ErrorString(ctypes.Structure):
     """rcutils_error_string_t."""
 
@@ -190,7 +200,9 @@ class SerializedTaker:
         self._buffers = _Buffers(buffers or new_array)
         self._message = _SerializedMessage()
         self._message.allocator = self._buffers.allocator
-        self._info = _MessageInfo()
+        self._room = _MessageInfoRoom()
+        self._info = self._room.info
+        self._info_pointer = ctypes.cast(ctypes.pointer(self._room), ctypes.POINTER(_MessageInfo))
         self._capacity = 0
 
     def take(self):
@@ -210,7 +222,7 @@ class SerializedTaker:
         message.buffer_capacity = array.size
         with self.subscription.handle:
             ret = self._rcl.take(self.subscription.handle.pointer, ctypes.byref(message),
-                                 ctypes.byref(self._info), None)
+                                 self._info_pointer, None)
         if ret == RCL_RET_SUBSCRIPTION_TAKE_FAILED:
             return None   # the buffer stays the newest, for the next sample
         if ret != RCL_RET_OK:
