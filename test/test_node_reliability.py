@@ -262,7 +262,7 @@ def test_diagnostics_healthy_stream(weights_npz, engine):
     rig = Rig(weights_npz, engine)
     try:
         for i in range(10):
-            rig.send(texture(i), 1.0 + i)
+            rig.send(texture(i), time.time())  # this machine's clock: the transport is timed
             time.sleep(0.05)
         assert rig.wait(lambda: len(rig.keypoints) == 10, 30)
 
@@ -282,6 +282,11 @@ def test_diagnostics_healthy_stream(weights_npz, engine):
         assert min(stages.values()) >= 0 and stages['submit'] + stages['device'] > 0.1
         stages = list(stages.values())
         assert max(stages) <= float(values['latency_max_ms'])
+        # The image's transport and its three parts by the DDS timestamps: each part of a
+        # frame is within its whole, so each median is within the whole's median.
+        transport = float(values['transport_ms_median'])
+        parts = [float(values[f'transport_{p}_ms_median']) for p in ('camera', 'dds', 'take')]
+        assert 0 < transport < 10_000 and all(0 <= part <= transport for part in parts)
     finally:
         rig.close()
 
