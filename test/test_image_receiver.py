@@ -37,7 +37,7 @@ def rig(request):
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     rig = SimpleNamespace(node=node, receiver=receiver, publisher=publisher, executor=executor,
-                          errors=errors, qos=qos, Image=Image)
+                          errors=errors, qos=qos, Image=Image, mode=request.param)
     yield rig
     receiver.stop()
     executor.shutdown()
@@ -82,6 +82,8 @@ def test_messages_reach_the_callback_on_the_receiver_thread_only(rig):
     assert [info['publication_sequence_number'] for _, info, _ in got] == [1, 2]
     assert {name for _, _, name in got} == {'xfeat_images'}
     assert rig.errors == []
+    assert rig.receiver.take == {'rcl': "rcl's take, into the engine's pinned buffers",
+                                 'rclpy': "rclpy's take"}[rig.mode]
 
 
 def test_unsubscribe_and_subscribe_again(rig):

@@ -80,6 +80,13 @@ class ImageReceiver:
         self._wake = node.create_guard_condition(lambda: None, callback_group=OUTSIDE)
         self._thread = threading.Thread(target=self._run, name='xfeat_images', daemon=True)
 
+    @property
+    def take(self):
+        """Say how images are taken: into the engine's buffers through rcl, or by rclpy."""
+        if self._rcl is not None and self._buffers is not None:
+            return "rcl's take, into the engine's pinned buffers"
+        return "rclpy's take"
+
     def start(self):
         """Start serving (subscriptions made before wait until then)."""
         self._thread.start()

@@ -135,6 +135,7 @@ class XFeatNode(Node):
         # into the GPU engine's pinned buffers where it offers them (rcl_io.py).
         self.receiver = ImageReceiver(self, rcl=rcl_io.load(),
                                       buffers=getattr(engine, 'image_buffer', None))
+        self.get_logger().info(f'images: {self.receiver.take}')
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None
