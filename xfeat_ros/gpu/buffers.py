@@ -83,8 +83,8 @@ class GpuSlot:
     def allocate(self, capacity, desc_dim=DESCRIPTOR_SIZE):
         """(Re)allocate every buffer; attributes set by the caller are kept."""
         cupy = cupy_module()
-        if getattr(self, 'upload_pending', False):
-            self.uploaded.synchronize()  # its source (staging or a pooled image) is let go
+        if hasattr(self, 'uploaded'):
+            self._previous_upload_passed()  # its source (staging or a pooled image) is let go
         self.token = next(_TOKENS)  # identity of this buffer set, for graph caches
         self.capacity = max(int(capacity), 0)
         self.desc_dim = int(desc_dim)
