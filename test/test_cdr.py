@@ -3,7 +3,8 @@
 """
 xfeat_ros.cdr against rclpy's own serialization.
 
-Writing: the bytes of :func:`keypoints_cdr` / :func:`matches_cdr` equal
+Writing: the bytes of :func:`keypoints_cdr` / :func:`matches_cdr` (and
+:meth:`CdrWriter.write_into`, into a caller's buffer) equal
 ``rclpy.serialization.serialize_message`` of the message
 :mod:`xfeat_ros.messages` builds from the same arrays, byte for byte outside
 the alignment gaps (rclpy leaves those uninitialized; ours are zeros, and the
@@ -68,6 +69,12 @@ def assert_same_cdr(writer, msg):
     assert padding[differ].all(), f'bytes differ outside padding at {differ[~padding[differ]]}'
     assert not a[padding].any()
     assert deserialize_message(ours, type(msg)) == msg
+    # the same bytes into a buffer kept by the caller (rcl_io.SerializedPublisher)
+    buffer = np.full(len(ours) + 13, 0xAB, dtype=np.uint8)
+    assert writer.write_into(memoryview(buffer)) == writer.size() == len(ours)
+    assert buffer[:len(ours)].tobytes() == ours and (buffer[len(ours):] == 0xAB).all()
+    with pytest.raises(ValueError, match='cannot hold'):
+        writer.write_into(memoryview(buffer[:len(ours) - 1]))
     return ours
 
 

@@ -102,9 +102,10 @@ class Rig:
         # Both ends matched: the writer counts the node's reader and the node's reader has
         # matched this writer (an image sent before that waits for a heartbeat, ~3 s); the
         # node's Keypoints writer counts the client's reader (else its first are lost).
+        keypoints = self.node.ports[''].keypoints.publisher
         assert self.wait(lambda: self.publisher.get_subscription_count() > 0
                          and self.node.ports[''].publishers > 0
-                         and self.node.ports[''].keypoints.get_subscription_count() > 0, 10)
+                         and keypoints.get_subscription_count() > 0, 10)
 
     @staticmethod
     def wait(predicate, timeout):

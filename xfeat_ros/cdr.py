@@ -24,7 +24,9 @@ serialized message):
 * :func:`matches_cdr` - the ``xfeat_ros_msgs/Matches`` of
   :func:`xfeat_ros.messages.matches_msg`, same arguments.
 
-Each array is copied once, into the ``bytes`` object handed to rclpy.
+Each array is copied once, into the ``bytes`` object handed to rclpy, or
+(:meth:`CdrWriter.write_into`) into the buffer that
+:class:`xfeat_ros.rcl_io.SerializedPublisher` keeps across messages.
 
 Reading: :func:`parse_image` turns the payload of a raw subscription
 (``create_subscription(Image, topic, callback, qos, raw=True)``: the callback
@@ -112,14 +114,40 @@ class CdrWriter:
         else:  # not written, but counted by the size estimate
             self.estimate += -self.estimate % dtype.itemsize
 
-    def to_bytes(self):
-        """Return the message as ``bytes`` (the one copy of every array)."""
+    def _finish(self):
+        """Append the unused tail that Fast CDR's size estimate leaves (once)."""
         tail = self.estimate - self.position
         if tail > 0:
             self.padding.append((self.position + len(ENCAPSULATION_LE), tail))
             self.parts.append(bytes(tail))
             self.position = self.estimate
+
+    def size(self):
+        """Return the message's length in bytes (encapsulation header and tail included)."""
+        self._finish()
+        return self.position + len(ENCAPSULATION_LE)
+
+    def to_bytes(self):
+        """Return the message as ``bytes`` (the one copy of every array)."""
+        self._finish()
         return b''.join(self.parts)
+
+    def write_into(self, view):
+        """
+        Copy the message to the start of ``view`` (a writable byte memoryview); its length.
+
+        The one copy of every array, as :meth:`to_bytes` makes, into memory
+        the caller keeps (:class:`xfeat_ros.rcl_io.SerializedPublisher`).
+        """
+        size = self.size()
+        if len(view) < size:
+            raise ValueError(f'a buffer of {len(view)} bytes cannot hold a message of {size}')
+        offset = 0
+        for part in self.parts:
+            end = offset + len(part)
+            view[offset:end] = part
+            offset = end
+        return size
 
 
 def write_keypoints(writer, header, features, tracks=None, encoding='float32'):

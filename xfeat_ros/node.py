@@ -39,7 +39,8 @@ from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
 from xfeat_ros import heap, rcl_io
 from xfeat_ros.camera import CameraModel
-from xfeat_ros.cdr import Header, header_msg, keypoints_cdr, matches_cdr, parse_image
+from xfeat_ros.cdr import (CdrWriter, Header, header_msg, parse_image, write_keypoints,
+                           write_matches)
 from xfeat_ros.core.frontend import FrontEnd
 from xfeat_ros.core.gaps import lost_hint, publication_gap
 from xfeat_ros.core.report import forward_package_logs, reason_key, Reporter
@@ -133,7 +134,8 @@ class XFeatNode(Node):
         self._topics = {}
         # Images are taken on a thread of their own, past the executor (image_receiver.py),
         # into the GPU engine's pinned buffers where it offers them (rcl_io.py).
-        self.receiver = ImageReceiver(self, rcl=rcl_io.load(),
+        self._rcl = rcl_io.load()
+        self.receiver = ImageReceiver(self, rcl=self._rcl,
                                       buffers=getattr(engine, 'image_buffer', None))
         self.get_logger().info(f'images: {self.receiver.take}')
         self._wire_cameras()
@@ -206,8 +208,8 @@ class XFeatNode(Node):
         qos = self._qos('output_qos')
         for name in self.params['cameras']:
             ports = self.ports[name] = Ports()
-            ports.keypoints = self.create_publisher(keypoints_type, topic(name, 'keypoints'), qos)
-            ports.matches = self.create_publisher(matches_type, topic(name, 'matches'), qos)
+            ports.keypoints = self._serialized(keypoints_type, topic(name, 'keypoints'), qos)
+            ports.matches = self._serialized(matches_type, topic(name, 'matches'), qos)
             ports.debug = self.create_publisher(Image, topic(name, 'debug_image'), qos)
             if self.outputs.keypoint_cloud:
                 ports.cloud = self.create_publisher(PointCloud2, topic(name, 'keypoint_cloud'),
@@ -218,8 +220,12 @@ class XFeatNode(Node):
                 self._camera_model(name)
             self._subscribe(name, self.params['input_qos_reliability'])
         for left, _ in self.outputs.pairs:
-            self.ports[left].stereo = self.create_publisher(
+            self.ports[left].stereo = self._serialized(
                 matches_type, topic(left, 'stereo_matches'), qos)
+
+    def _serialized(self, msg_type, name, qos):
+        """Create a publisher of CDR writers: rcl's own call from a kept buffer (rcl_io.py)."""
+        return rcl_io.serialized_publisher(self.create_publisher(msg_type, name, qos), self._rcl)
 
     def _camera_model(self, camera):
         """Take the camera model from parameters, else subscribe ``c/camera_info``."""
@@ -367,13 +373,13 @@ class XFeatNode(Node):
         ports, frame = self.ports[out.camera], out.frame
         # CDR written from the NumPy arrays: half the cost of building the message
         # (docs/transport.md); the bytes equal rclpy's serialization (test_cdr).
-        ports.keypoints.publish(keypoints_cdr(frame.header, frame.features,
-                                              (frame.track_ids, frame.track_ages),
-                                              self.outputs.descriptor_encoding))
+        ports.keypoints.publish(write_keypoints(CdrWriter(), frame.header, frame.features,
+                                                (frame.track_ids, frame.track_ages),
+                                                self.outputs.descriptor_encoding))
         if out.previous is not None:
-            ports.matches.publish(matches_cdr(frame.header, out.previous.stamp,
-                                              out.previous.features, frame.features,
-                                              out.matches))
+            ports.matches.publish(write_matches(CdrWriter(), frame.header, out.previous.stamp,
+                                                out.previous.features, frame.features,
+                                                out.matches))
 
     def publish_cloud(self, out):
         """Publish a frame's ``c/keypoint_cloud``."""
@@ -388,9 +394,9 @@ class XFeatNode(Node):
 
     def publish_stereo(self, left_camera, left, right, result):
         """Publish a stereo pair's matches on ``left/stereo_matches``."""
-        self.ports[left_camera].stereo.publish(matches_cdr(right.header, left.stamp,
-                                                           left.features, right.features,
-                                                           result))
+        self.ports[left_camera].stereo.publish(write_matches(CdrWriter(), right.header,
+                                                             left.stamp, left.features,
+                                                             right.features, result))
 
     def wants_debug(self, camera):
         """Tell whether someone reads ``c/debug_image`` now."""
@@ -448,7 +454,7 @@ class XFeatNode(Node):
                   'backend': engine.name, 'device': engine.device,
                   'input_reliability': self.ports[camera].reliability,
                   'image_publishers': str(self.ports[camera].publishers),
-                  'keypoints_subscribers': str(self.ports[camera].keypoints
+                  'keypoints_subscribers': str(self.ports[camera].keypoints.publisher
                                                .get_subscription_count())}
         values.update({f'{stage}_ms_median': f'{ms:.2f}'
                        for stage, ms in stream.stage_medians().items()})

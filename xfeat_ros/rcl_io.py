@@ -1,30 +1,38 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-Image samples taken through rcl's own call, straight into memory the engine uploads from.
+rcl's own serialized calls: samples taken into engine memory, messages sent from kept buffers.
 
-rclpy's raw take (``take_message(type, raw=True)``) has rmw copy the sample
-into a fresh buffer and then copies that into a new ``bytes``; the GPU engine
-then copies those bytes once more, into pinned memory, before its upload.
-:class:`SerializedTaker` calls ``rcl_take_serialized_message`` through
-:mod:`ctypes` (the interpreter lock is released for the call) with a buffer
-from ``buffers(nbytes)``: for the GPU engine a pinned buffer of its
-:class:`xfeat_ros.gpu.buffers.ImagePool`, which it then uploads from as it
+Taking. rclpy's raw take (``take_message(type, raw=True)``) has rmw copy the
+sample into a fresh buffer and then copies that into a new ``bytes``; the GPU
+engine then copies those bytes once more, into pinned memory, before its
+upload. :class:`SerializedTaker` calls ``rcl_take_serialized_message``
+through :mod:`ctypes` (the interpreter lock is released for the call) with a
+buffer from ``buffers(nbytes)``: for the GPU engine a pinned buffer of its
+:class:`xfeat_ros.gpu.image_pool.ImagePool`, which it then uploads from as it
 is, so two whole-image copies of every frame are saved. rmw grows a buffer
 that is too small through the rcutils allocator given with it, which asks
-``buffers`` for a larger one.
-
-The payload and message info equal rclpy's (``test/test_rcl_io.py``).
-:func:`load` returns None, and the node keeps rclpy's take
-(:class:`RclpyTaker`), where rcl's libraries cannot be loaded, for a
-subscription without an rcl handle, or with ``XFEAT_ROS_RCL_IO=rclpy`` (the
-base arm of A/B runs). Only the GPU engine offers buffers; with the CPU
+``buffers`` for a larger one. Only the GPU engine offers buffers; with the CPU
 engine rclpy's take stays (a new array per sample gains nothing there:
 ``bench/NOTES.md``, tenth session).
+
+Publishing. rclpy's ``publish(data)`` takes the message as a new ``bytes``
+(the CDR's pieces joined) and copies it into a new C++ string before
+``rcl_publish_serialized_message``, under the interpreter lock.
+:class:`SerializedPublisher` copies a :class:`xfeat_ros.cdr.CdrWriter`'s
+pieces into a buffer it keeps across messages and publishes it from there
+through the same rcl call (the lock released while Fast DDS writes).
+
+Payloads, message info and published bytes equal rclpy's
+(``test/test_rcl_io.py``). :func:`load` returns None, and the node keeps
+rclpy's calls (:class:`RclpyTaker`, :class:`RclpyPublisher`), where rcl's
+libraries cannot be loaded, for an entity without an rcl handle, or with
+``XFEAT_ROS_RCL_IO=rclpy`` (the base arm of A/B runs).
 """
 
 import ctypes
 import os
+import threading
 
 import numpy as np
 
@@ -36,6 +44,7 @@ RCL_RET_SUBSCRIPTION_TAKE_FAILED = 401   # rcl/types.h: nothing to take
 SEQUENCE_UNSUPPORTED = 2**64 - 1  # rmw/types.h: RMW_MESSAGE_INFO_SEQUENCE_NUMBER_UNSUPPORTED
 GID_STORAGE_SIZE = 16                    # rmw/types.h: RMW_GID_STORAGE_SIZE (since Iron)
 ERROR_MESSAGE_MAX = 1024                 # rcutils/error_handling.h
+GROWTH = 1.25                            # a publisher's buffer grows to 1.25x the message
 
 _ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 _DEALLOCATE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -93,10 +102,14 @@ class _ErrorString(ctypes.Structure):
 
 
 class Rcl:
-    """``rcl_take_serialized_message`` and rcutils' error state, from the loaded libraries."""
+    """rcl's serialized take and publish and rcutils' error state, from the loaded libraries."""
 
     def __init__(self, rcl, rcutils):
         """Bind ``rcl`` (librcl) and ``rcutils`` (librcutils) CDLLs."""
+        self.publish = rcl.rcl_publish_serialized_message
+        self.publish.argtypes = (ctypes.c_void_p, ctypes.POINTER(_SerializedMessage),
+                                 ctypes.c_void_p)
+        self.publish.restype = ctypes.c_int
         self.take = rcl.rcl_take_serialized_message
         self.take.argtypes = (ctypes.c_void_p, ctypes.POINTER(_SerializedMessage),
                               ctypes.POINTER(_MessageInfo), ctypes.c_void_p)
@@ -114,7 +127,7 @@ class Rcl:
 
 
 def load(environ=None):
-    """Return :class:`Rcl`, or None (rclpy's take then): ``XFEAT_ROS_RCL_IO=rclpy``, no librcl."""
+    """Return :class:`Rcl`, or None (rclpy's calls then): ``XFEAT_ROS_RCL_IO=rclpy``, no librcl."""
     environ = os.environ if environ is None else environ
     if environ.get(ENV, '') == 'rclpy':
         return None
@@ -125,7 +138,7 @@ def load(environ=None):
 
 
 def _pointer(entity):
-    """Return the rcl handle address of an rclpy subscription, or None."""
+    """Return the rcl handle address of an rclpy subscription or publisher, or None."""
     return getattr(entity.handle, 'pointer', None)
 
 
@@ -256,3 +269,61 @@ def serialized_taker(subscription, rcl=None, buffers=None):
     if rcl is None or buffers is None or _pointer(subscription) is None:
         return RclpyTaker(subscription)
     return SerializedTaker(subscription, rcl, buffers)
+
+
+class SerializedPublisher:
+    """Publish :class:`xfeat_ros.cdr.CdrWriter` messages from a buffer kept across messages."""
+
+    def __init__(self, publisher, rcl):
+        """Wrap ``publisher`` (rclpy, any message type) with the bound :class:`Rcl` ``rcl``."""
+        self.publisher = publisher
+        self._rcl = rcl
+        self._lock = threading.Lock()   # one buffer: one message at a time
+        self._buffer = np.zeros(0, np.uint8)
+        self._view = memoryview(self._buffer)
+        self._message = _SerializedMessage()
+        # rcl does not allocate while publishing; a valid allocator all the same
+        self._spare = _Buffers(new_array)
+        self._message.allocator = self._spare.allocator
+
+    def publish(self, writer):
+        """
+        Publish the message that ``writer`` (a :class:`xfeat_ros.cdr.CdrWriter`) holds.
+
+        Raises :class:`TransportError` with rcl's message when rcl refuses it.
+        """
+        with self._lock:
+            size = writer.size()
+            if self._buffer.size < size:
+                self._buffer = np.zeros(int(size * GROWTH), np.uint8)
+                self._view = memoryview(self._buffer)
+            writer.write_into(self._view)
+            message = self._message
+            message.buffer = self._buffer.ctypes.data
+            message.buffer_length = size
+            message.buffer_capacity = self._buffer.size
+            with self.publisher.handle:
+                ret = self._rcl.publish(self.publisher.handle.pointer, ctypes.byref(message),
+                                        None)
+            if ret != RCL_RET_OK:
+                raise TransportError(f'publishing on {self.publisher.topic_name} failed '
+                                     f'({ret}): {self._rcl.error()}')
+
+
+class RclpyPublisher:
+    """The same interface through rclpy's own ``publish(bytes)``."""
+
+    def __init__(self, publisher):
+        """Wrap ``publisher`` (rclpy)."""
+        self.publisher = publisher
+
+    def publish(self, writer):
+        """Publish the message that ``writer`` holds, joined into ``bytes``."""
+        self.publisher.publish(writer.to_bytes())
+
+
+def serialized_publisher(publisher, rcl=None):
+    """Return a :class:`SerializedPublisher` for ``publisher``, or an :class:`RclpyPublisher`."""
+    if rcl is None or _pointer(publisher) is None:
+        return RclpyPublisher(publisher)
+    return SerializedPublisher(publisher, rcl)
