@@ -136,6 +136,40 @@ def engine(weights):
     return CpuEngine(OnnxRuntimeBackbone(build_model(weights), threads=2), top_k=512)
 
 
+class BufferedEngine(SlowEngine):
+    """Offer image buffers as the GPU engine does (plain memory here): rcl's take and publish."""
+
+    def __init__(self, inner):
+        super().__init__(inner, 0.0)
+        self.handed_out = 0
+
+    def image_buffer(self, nbytes):
+        self.handed_out += 1
+        return np.empty(nbytes, np.uint8)
+
+
+def test_rcl_calls_carry_what_rclpys_do(weights_npz, engine):
+    """With an engine that offers buffers: taken into them, published by rcl, same messages."""
+    from xfeat_ros import rcl_io
+    got = []
+    for wrapped in (SlowEngine(engine, 0.0), BufferedEngine(engine)):
+        rig = Rig(weights_npz, wrapped)
+        try:
+            publisher = rig.node.ports[''].keypoints
+            assert isinstance(publisher, rcl_io.SerializedPublisher) == \
+                isinstance(wrapped, BufferedEngine)
+            for i in range(3):
+                rig.send(texture(i), 1.0 + i)
+            assert rig.wait(lambda: len(rig.keypoints) == 3 and len(rig.matches) == 2, 30)
+            got.append((rig.keypoints, rig.matches))
+        finally:
+            rig.close()
+    assert wrapped.handed_out >= 3   # each image was taken into a buffer of the engine's
+    (keypoints, matches), (keypoints_rcl, matches_rcl) = got
+    assert len(keypoints[0].keypoints) > 100
+    assert keypoints == keypoints_rcl and matches == matches_rcl
+
+
 def test_stamps_repeated_or_out_of_order_are_rejected(weights_npz, engine):
     rig = Rig(weights_npz, engine)
     try:

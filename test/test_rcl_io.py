@@ -58,6 +58,8 @@ def test_load_and_the_rclpy_choice():
     from xfeat_ros import rcl_io
     assert rcl_io.load({rcl_io.ENV: 'rclpy'}) is None
     assert isinstance(rcl_io.load({}), rcl_io.Rcl)
+    assert rcl_io.publishing(None) == "rclpy's publish"
+    assert rcl_io.publishing(rcl_io.load({})) == "rcl's publish, from kept buffers"
 
 
 def test_taker_equals_rclpy_take_grows_and_reuses_free_buffers(rig):

@@ -133,11 +133,14 @@ class XFeatNode(Node):
         self.ports = {}
         self._topics = {}
         # Images are taken on a thread of their own, past the executor (image_receiver.py),
-        # into the GPU engine's pinned buffers where it offers them (rcl_io.py).
-        self._rcl = rcl_io.load()
-        self.receiver = ImageReceiver(self, rcl=self._rcl,
-                                      buffers=getattr(engine, 'image_buffer', None))
-        self.get_logger().info(f'images: {self.receiver.take}')
+        # into the GPU engine's pinned buffers where it offers them (rcl_io.py); with that
+        # engine messages go out through rcl's own call too. The CPU engine keeps rclpy's
+        # calls: neither measured a gain on the CPU machine (bench/NOTES.md).
+        rcl, buffers = rcl_io.load(), getattr(engine, 'image_buffer', None)
+        self.receiver = ImageReceiver(self, rcl=rcl, buffers=buffers)
+        self._rcl = rcl if buffers is not None else None
+        self.get_logger().info(f'images: {self.receiver.take}; messages: '
+                               f'{rcl_io.publishing(self._rcl)}')
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None

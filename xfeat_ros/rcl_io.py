@@ -322,6 +322,11 @@ class RclpyPublisher:
         self.publisher.publish(writer.to_bytes())
 
 
+def publishing(rcl):
+    """Say how :func:`serialized_publisher` with ``rcl`` publishes."""
+    return "rcl's publish, from kept buffers" if rcl is not None else "rclpy's publish"
+
+
 def serialized_publisher(publisher, rcl=None):
     """Return a :class:`SerializedPublisher` for ``publisher``, or an :class:`RclpyPublisher`."""
     if rcl is None or _pointer(publisher) is None:
