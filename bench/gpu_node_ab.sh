@@ -60,7 +60,8 @@ for c in result['configs']:
     stages = c.get('node_stage_medians_ms') or {}
     first = next(iter(stages.values()), {})
     print(f"{name} {c['label']} procs {c.get('node_processes')}: out {c.get('output_hz') or 0:.1f}/s, "
-          f"dropped {c.get('dropped')} of {c.get('published')}, p50 {lat.get('median_ms')}, "
+          f"dropped {c.get('dropped')} of {c.get('published')} "
+          f"(not sent: {c.get('publish_failed')}), p50 {lat.get('median_ms')}, "
           f"p99 {lat.get('p99_ms')} ms, cpu {c.get('node_cpu_percent') or 0:.0f} %, "
           f"stages {first}, error {c.get('error')}")
 EOF

@@ -145,3 +145,28 @@ def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
         {'cam0': {'published': 0}, 'cam1': {'published': 1}, 'cam2': {'published': 2}}
     group.log_paths[1].write_text('no counts\n')
     assert group.merged_log_lines(plumbing.parse_final_counts) is None
+
+
+def test_a_refused_sample_is_counted_and_the_cameras_go_on():
+    """The camera loop counts what the middleware refuses and keeps publishing the rest."""
+    pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+    from sensor_msgs.msg import Image
+    from xfeat_ros.tools.bench.publisher import _publish_loop
+
+    class Publisher:
+        def __init__(self, refuse):
+            self.refuse, self.calls, self.sent = refuse, 0, []
+
+        def publish(self, msg):
+            self.calls += 1
+            if self.calls in self.refuse:
+                raise _rclpy.RCLError('Failed to publish: cannot publish data, at rmw')
+            self.sent.append(msg.header.frame_id)
+
+    pubs = [Publisher(()), Publisher((2, 4))]
+    counts, stats = _publish_loop(pubs, [[Image()], [Image()]], 0.0, frames=5, prefix='t')
+    assert counts == [5, 3] and stats['failed'] == [0, 2] and stats['ticks'] == 5
+    assert stats['first_error'] == 'Failed to publish: cannot publish data, at rmw'
+    assert pubs[0].sent == ['t0', 't1', 't2', 't3', 't4']
+    assert pubs[1].sent == ['t0', 't2', 't4']   # ticks 1 and 3 refused, not retried

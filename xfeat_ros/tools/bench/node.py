@@ -365,6 +365,7 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'publish_hz': published / max(args.duration, pub_s) if published else None,
         'node_received': received, 'node_processed': processed, 'delivered': delivered,
         'dropped': published - delivered,
+        'publish_failed': sum(sum(r.get('failed', ())) for r in run.reports),
         'duplicates': len(measured) - delivered,
         'delivered_per_camera': [sum(1 for row in measured if row[0] == i)
                                  for i in range(cameras_count)],
@@ -383,6 +384,10 @@ def run_node_config(args, cameras_count, rate, log_dir):
         'publisher_reports': run.reports,
         'latencies_ms': [round(v, 3) for v in latencies],
         'latencies_at_reader_ms': [round(v, 3) for v in at_reader]})
+    if result['publish_failed']:
+        first = next(r['first_error'] for r in run.reports if r.get('first_error'))
+        LOG.warning('%s: the cameras could not publish %d images (%s); not counted as '
+                    'published or dropped', label, result['publish_failed'], first)
     return result
 
 
