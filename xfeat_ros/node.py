@@ -43,6 +43,7 @@ from xfeat_ros.cdr import (CdrWriter, Header, header_msg, parse_image, write_key
                            write_matches)
 from xfeat_ros.core.frontend import FrontEnd
 from xfeat_ros.core.gaps import lost_hint, publication_gap
+from xfeat_ros.core.health import latency_values, recent_rate, stream_health
 from xfeat_ros.core.report import forward_package_logs, reason_key, Reporter
 from xfeat_ros.core.scheduler import Scheduler
 from xfeat_ros.core.stereo import StereoPairing
@@ -61,9 +62,6 @@ from xfeat_ros.weights import weights_summary
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
                'best_effort': ReliabilityPolicy.BEST_EFFORT}
 REJECT_LOG_PERIOD_S = 2.0
-DIAGNOSTICS_WINDOW_S = 5.0
-LOST = ('dropped_queue_full', 'dropped_shutdown', 'dropped_engine_failure',
-        'dropped_internal_error', 'dropped_output_error', 'lost_before_node')
 
 
 def topic(camera, name):
@@ -423,41 +421,20 @@ class XFeatNode(Node):
 
     def camera_status(self, camera, now=None):
         """Return the ``diagnostic_msgs/DiagnosticStatus`` of one camera's stream."""
-        now = time.monotonic() if now is None else now
-        stream = self.streams[camera]
+        stream, ports, engine = self.streams[camera], self.ports[camera], self.engine
         counts = stream.counts()
-        times, latency = stream.timings()
-        latency.sort()
-        recent = [t for t in times if now - t <= DIAGNOSTICS_WINDOW_S]
-        rate = (len(recent) - 1) / (recent[-1] - recent[0]) if len(recent) > 1 and \
-            recent[-1] > recent[0] else 0.0
-        lost = sum(counts[k] for k in LOST)
-        engine = self.engine
+        published_at, latency = stream.timings()
+        level, message = stream_health(counts, self.failure, self.fallback, ports.publishers)
         status = DiagnosticStatus(name=diagnostic_name(self.topic_name(camera, 'image')),
-                                  hardware_id=f'{engine.name} on {engine.device}')
-        if self.failure:
-            status.level, status.message = DiagnosticStatus.ERROR, self.failure
-        elif self.fallback or lost or counts['rejected']:
-            status.level = DiagnosticStatus.WARN
-            parts = [self.fallback] if self.fallback else []
-            if lost:
-                parts.append(f'{lost} frames dropped or lost')
-            if counts['rejected']:
-                parts.append(f'{counts["rejected"]} images rejected')
-            status.message = '; '.join(parts)
-        elif not counts['published']:
-            status.level, status.message = DiagnosticStatus.OK, (
-                'waiting for images' if self.ports[camera].publishers else
-                'no image publisher matched')
-        else:
-            status.level, status.message = DiagnosticStatus.OK, 'tracking input healthy'
-        values = {'rate_hz': f'{rate:.2f}', 'queued': str(self.scheduler.queued(camera)),
-                  'latency_median_ms': f'{latency[len(latency) // 2]:.1f}' if latency else '',
-                  'latency_max_ms': f'{latency[-1]:.1f}' if latency else '',
+                                  hardware_id=f'{engine.name} on {engine.device}',
+                                  level=getattr(DiagnosticStatus, level), message=message)
+        now = time.monotonic() if now is None else now
+        values = {'rate_hz': f'{recent_rate(published_at, now):.2f}',
+                  'queued': str(self.scheduler.queued(camera)), **latency_values(latency),
                   'backend': engine.name, 'device': engine.device,
-                  'input_reliability': self.ports[camera].reliability,
-                  'image_publishers': str(self.ports[camera].publishers),
-                  'keypoints_subscribers': str(self.ports[camera].keypoints.publisher
+                  'input_reliability': ports.reliability,
+                  'image_publishers': str(ports.publishers),
+                  'keypoints_subscribers': str(ports.keypoints.publisher
                                                .get_subscription_count())}
         values.update({f'{stage}_ms_median': f'{ms:.2f}'
                        for stage, ms in stream.stage_medians().items()})
