@@ -136,9 +136,9 @@ class XFeatNode(Node):
         # calls: neither measured a gain on the CPU machine (bench/NOTES.md).
         rcl, buffers = rcl_io.load(), getattr(engine, 'image_buffer', None)
         self.receiver = ImageReceiver(self, rcl=rcl, buffers=buffers)
-        self._rcl = rcl if buffers is not None else None
+        self._publish_rcl = rcl if buffers is not None else None
         self.get_logger().info(f'images: {self.receiver.take}; messages: '
-                               f'{rcl_io.publishing(self._rcl)}')
+                               f'{rcl_io.publishing(self._publish_rcl)}')
         self._wire_cameras()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diagnostics_pub = None
@@ -226,7 +226,8 @@ class XFeatNode(Node):
 
     def _serialized(self, msg_type, name, qos):
         """Create a publisher of CDR writers: rcl's own call from a kept buffer (rcl_io.py)."""
-        return rcl_io.serialized_publisher(self.create_publisher(msg_type, name, qos), self._rcl)
+        return rcl_io.serialized_publisher(self.create_publisher(msg_type, name, qos),
+                                           self._publish_rcl)
 
     def _camera_model(self, camera):
         """Take the camera model from parameters, else subscribe ``c/camera_info``."""
