@@ -45,7 +45,7 @@ def rig(request):
     rclpy.shutdown(context=context)
 
 
-def image(index):
+def image(index=0):
     from sensor_msgs.msg import Image
     return Image(height=2, width=2, encoding='mono8', step=2, data=bytes([index] * 4))
 
@@ -155,3 +155,46 @@ def test_a_failing_take_is_reported_and_the_image_still_arrives(rig):
     assert wait_for(lambda: len(got) == 1)
     assert bytes(got[0])[-4:] == bytes([1] * 4)
     assert len(rig.errors) == 1 and 'RuntimeError: no buffer' in rig.errors[0]
+
+
+def test_a_subscription_destroyed_elsewhere_is_let_go_without_spinning(rig):
+    """Destroyed past unsubscribe(): let go of once, said, the rest served, no busy loop."""
+    got = []
+    kept = rig.receiver.subscribe(rig.Image, 'receiver_test/image',
+                                  lambda payload, info: got.append(1), rig.qos)
+    gone = rig.receiver.subscribe(rig.Image, 'receiver_test/other', lambda *_: None, rig.qos)
+    serve, calls = rig.receiver._serve, []
+
+    def counting(callbacks):
+        calls.append(len(callbacks))
+        return serve(callbacks)
+    rig.receiver._serve = counting
+    rig.receiver.start()
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1 and calls)
+    rig.node.destroy_subscription(gone)   # not through the receiver
+    rig.receiver._wake.trigger()
+    time.sleep(0.5)                        # what a busy loop would do meanwhile is counted
+    assert len(calls) < 10, f'the receiver rebuilt its wait set {len(calls)} times'
+    assert calls[-1] == 1 and kept is not None
+    assert any('no longer served' in text for text in rig.errors), rig.errors
+    rig.publisher.publish(image(7))
+    assert wait_for(lambda: got == [1])
+
+
+def test_a_node_destroyed_under_the_receiver_ends_it_with_a_message():
+    import rclpy
+    from xfeat_ros.image_receiver import ImageReceiver
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('receiver_gone_test', context=context)
+        errors = []
+        receiver = ImageReceiver(node, on_error=errors.append)
+        receiver.subscribe(image().__class__, 'receiver_test/gone', lambda *_: None, 10)
+        receiver.start()
+        node.destroy_node()   # not through a node that stops its receiver first
+        receiver._thread.join(5)
+        assert not receiver._thread.is_alive()
+        assert any('image receipt ends' in text for text in errors), errors
+    finally:
+        rclpy.shutdown(context=context)

@@ -58,6 +58,15 @@ class _Outside(CallbackGroup):
 OUTSIDE = _Outside()
 
 
+def _valid(handle):
+    """Tell whether an rclpy handle can still be used (not destroyed)."""
+    try:
+        with handle:
+            return True
+    except InvalidHandle:
+        return False
+
+
 class ImageReceiver:
     """One thread that takes the messages of a node's raw image subscriptions."""
 
@@ -74,6 +83,7 @@ class ImageReceiver:
         self._context = node.context
         self._on_error = on_error or node.get_logger().error
         self._callbacks = {}   # subscription -> (callback(payload, info), taker)
+        self._topics = {}      # subscription -> its topic (for messages once it is gone)
         self._lock = threading.Lock()
         self._changed = False
         self._stopping = False
@@ -109,6 +119,7 @@ class ImageReceiver:
         with self._lock:
             self._callbacks[subscription] = (
                 callback, serialized_taker(subscription, self._rcl, self._buffers))
+            self._topics[subscription] = subscription.topic_name
             self._changed = True
         self._wake.trigger()
         return subscription
@@ -117,6 +128,7 @@ class ImageReceiver:
         """Stop serving ``subscription`` and destroy it."""
         with self._lock:
             self._callbacks.pop(subscription, None)
+            self._topics.pop(subscription, None)
             self._changed = True
         self._wake.trigger()
         self._node.destroy_subscription(subscription)
@@ -144,7 +156,9 @@ class ImageReceiver:
             try:
                 self._serve(callbacks)
             except InvalidHandle:
-                continue  # a subscription went away: rebuild the wait set
+                # a subscription went away: rebuild the wait set (unsubscribe() has said so)
+                if not self._let_go_of_destroyed():
+                    return
             except (_rclpy.RCLError, TransportError) as exc:
                 if not self._running():
                     return  # the context was shut down under the wait
@@ -156,6 +170,35 @@ class ImageReceiver:
                     return
                 self._on_error(f'taking images failed: {traceback.format_exc()}; retrying')
                 time.sleep(RETRY_S)
+
+    def _let_go_of_destroyed(self):
+        """
+        After an invalid handle: drop subscriptions destroyed past :meth:`unsubscribe`.
+
+        Returns whether the wait set can be rebuilt. Without this, a
+        subscription destroyed elsewhere would fail every rebuild at once (a
+        busy loop under the interpreter lock). If the node itself is gone
+        (its guard condition destroyed), image receipt ends and says so.
+        """
+        with self._lock:
+            if self._changed:
+                return True   # unsubscribe() changed the set: the rebuild takes it in
+            for subscription in list(self._callbacks):
+                if not _valid(subscription.handle):
+                    del self._callbacks[subscription]
+                    self._on_error(f'{self._topics.pop(subscription, "an image topic")}: its '
+                                   'subscription was destroyed outside the image receiver; no '
+                                   'longer served')
+                    self._changed = True
+            if self._changed:
+                return True
+            if not _valid(self._wake.handle):
+                self._stopping = True
+                self._on_error('the node was destroyed under the image receiver; image '
+                               'receipt ends')
+                return False
+        time.sleep(RETRY_S)   # a handle rclpy is replacing: look again shortly
+        return True
 
     def _serve(self, callbacks):
         """Wait on ``callbacks``' subscriptions until they change or the receiver stops."""
