@@ -82,8 +82,8 @@ class ImageReceiver:
         self._buffers = buffers
         self._context = node.context
         self._on_error = on_error or node.get_logger().error
-        self._callbacks = {}   # subscription -> (callback(payload, info), taker)
-        self._topics = {}      # subscription -> its topic (for messages once it is gone)
+        # subscription -> (callback(payload, info), taker, topic: named once it is gone)
+        self._callbacks = {}
         self._lock = threading.Lock()
         self._changed = False
         self._stopping = False
@@ -118,8 +118,8 @@ class ImageReceiver:
             handler.callback_group = OUTSIDE
         with self._lock:
             self._callbacks[subscription] = (
-                callback, serialized_taker(subscription, self._rcl, self._buffers))
-            self._topics[subscription] = subscription.topic_name
+                callback, serialized_taker(subscription, self._rcl, self._buffers),
+                subscription.topic_name)
             self._changed = True
         self._wake.trigger()
         return subscription
@@ -128,7 +128,6 @@ class ImageReceiver:
         """Stop serving ``subscription`` and destroy it."""
         with self._lock:
             self._callbacks.pop(subscription, None)
-            self._topics.pop(subscription, None)
             self._changed = True
         self._wake.trigger()
         self._node.destroy_subscription(subscription)
@@ -183,12 +182,11 @@ class ImageReceiver:
         with self._lock:
             if self._changed:
                 return True   # unsubscribe() changed the set: the rebuild takes it in
-            for subscription in list(self._callbacks):
+            for subscription, (_, _, topic) in list(self._callbacks.items()):
                 if not _valid(subscription.handle):
                     del self._callbacks[subscription]
-                    self._on_error(f'{self._topics.pop(subscription, "an image topic")}: its '
-                                   'subscription was destroyed outside the image receiver; no '
-                                   'longer served')
+                    self._on_error(f'{topic}: its subscription was destroyed outside the image '
+                                   'receiver; no longer served')
                     self._changed = True
             if self._changed:
                 return True
@@ -221,7 +219,7 @@ class ImageReceiver:
                 wait_set.add_guard_condition(self._wake.handle)
                 wait_set.wait(WAIT_TIMEOUT_NS)
                 ready = set(wait_set.get_ready_entities('subscription'))
-                for subscription, (callback, taker) in callbacks:
+                for subscription, (callback, taker, _) in callbacks:
                     if subscription.handle.pointer in ready:
                         self._take_all(taker, callback)
                 for handler in handlers:

@@ -280,7 +280,6 @@ class SerializedPublisher:
         self._rcl = rcl
         self._lock = threading.Lock()   # one buffer: one message at a time
         self._buffer = np.zeros(0, np.uint8)
-        self._view = memoryview(self._buffer)
         self._message = _SerializedMessage()
         # rcl does not allocate while publishing; a valid allocator all the same
         self._spare = _Buffers(new_array)
@@ -296,8 +295,7 @@ class SerializedPublisher:
             size = writer.size()
             if self._buffer.size < size:
                 self._buffer = np.zeros(int(size * GROWTH), np.uint8)
-                self._view = memoryview(self._buffer)
-            writer.write_into(self._view)
+            writer.write_into(memoryview(self._buffer))
             message = self._message
             message.buffer = self._buffer.ctypes.data
             message.buffer_length = size
