@@ -137,56 +137,50 @@ def test_refusals_are_typed_errors():
         rcl_io.SerializedPublisher(entity, RefusingPublish()).publish(writer)
 
 
-def test_publisher_sends_the_writers_bytes_and_grows_its_buffer():
+def test_publisher_sends_the_writers_bytes_and_grows_its_buffer(rig):
     """Keypoints of 0 -> 4096 -> 10 -> 8192 keypoints arrive as the writer's bytes, in order."""
-    import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from xfeat_ros import rcl_io
     from xfeat_ros.cdr import CdrWriter, Header, Time, write_keypoints
     from xfeat_ros.messages import message_types
     from xfeat_ros.pipeline import Features
     keypoints_type, _ = message_types()
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    try:
-        node = rclpy.create_node('rcl_io_publish_test', context=context)
-        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        subscription = node.create_subscription(keypoints_type, 'rcl_io_test/keypoints',
-                                                lambda _: None, qos, raw=True)
-        ours = rcl_io.serialized_publisher(
-            node.create_publisher(keypoints_type, 'rcl_io_test/keypoints', qos), rcl_io.load())
-        theirs = rcl_io.serialized_publisher(
-            node.create_publisher(keypoints_type, 'rcl_io_test/keypoints', qos), None)
-        assert isinstance(ours, rcl_io.SerializedPublisher)
-        assert isinstance(theirs, rcl_io.RclpyPublisher)
-        deadline = time.monotonic() + 10
-        while subscription.get_publisher_count() < 2 or \
-                ours.publisher.get_subscription_count() < 1:
-            assert time.monotonic() < deadline, 'the publishers did not match'
-            time.sleep(0.01)
-        rng = np.random.default_rng(3)
-        sent = []
-        for number, count in enumerate((0, 4096, 10, 8192)):
-            features = Features(rng.uniform(0, 640, (count, 2)).astype(np.float32),
-                                rng.uniform(0, 1, count).astype(np.float32),
-                                rng.standard_normal((count, 64)).astype(np.float32), (480, 640))
-            tracks = (np.arange(count, dtype=np.uint64), np.ones(count, np.uint32))
-            head = Header(Time(number, 7), 'cam')
-            for publisher in (ours, theirs):
-                writer = write_keypoints(CdrWriter(), head, features, tracks)
-                sent.append(writer.to_bytes())
-                publisher.publish(writer)
-            if count == 4096:
-                first = ours._buffer   # grown to hold 1.15 MB; kept for the 10 keypoints
-            if count == 10:
-                assert ours._buffer is first
-        got = take_all(rcl_io.RclpyTaker(subscription), len(sent))
-        by_writer = {}
-        for payload, info in got:
-            by_writer.setdefault(bytes(info['publisher_gid']['data']), []).append(payload)
-        assert sorted(map(len, by_writer.values())) == [4, 4]
-        for payloads in by_writer.values():   # each publisher's samples, in order
-            assert payloads == sent[0::2] == sent[1::2]
-        assert len(sent[2]) > 1_140_000 and ours._buffer.size >= len(sent[6])
-    finally:
-        rclpy.shutdown(context=context)
+    node = rig.node
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    subscription = node.create_subscription(keypoints_type, 'rcl_io_test/keypoints',
+                                            lambda _: None, qos, raw=True)
+    ours = rcl_io.serialized_publisher(
+        node.create_publisher(keypoints_type, 'rcl_io_test/keypoints', qos), rcl_io.load())
+    theirs = rcl_io.serialized_publisher(
+        node.create_publisher(keypoints_type, 'rcl_io_test/keypoints', qos), None)
+    assert isinstance(ours, rcl_io.SerializedPublisher)
+    assert isinstance(theirs, rcl_io.RclpyPublisher)
+    deadline = time.monotonic() + 10
+    while subscription.get_publisher_count() < 2 or \
+            ours.publisher.get_subscription_count() < 1:
+        assert time.monotonic() < deadline, 'the publishers did not match'
+        time.sleep(0.01)
+    rng = np.random.default_rng(3)
+    sent = []
+    for number, count in enumerate((0, 4096, 10, 8192)):
+        features = Features(rng.uniform(0, 640, (count, 2)).astype(np.float32),
+                            rng.uniform(0, 1, count).astype(np.float32),
+                            rng.standard_normal((count, 64)).astype(np.float32), (480, 640))
+        tracks = (np.arange(count, dtype=np.uint64), np.ones(count, np.uint32))
+        head = Header(Time(number, 7), 'cam')
+        for publisher in (ours, theirs):
+            writer = write_keypoints(CdrWriter(), head, features, tracks)
+            sent.append(writer.to_bytes())
+            publisher.publish(writer)
+        if count == 4096:
+            first = ours._buffer   # grown to hold 1.15 MB; kept for the 10 keypoints
+        if count == 10:
+            assert ours._buffer is first
+    got = take_all(rcl_io.RclpyTaker(subscription), len(sent))
+    by_writer = {}
+    for payload, info in got:
+        by_writer.setdefault(bytes(info['publisher_gid']['data']), []).append(payload)
+    assert sorted(map(len, by_writer.values())) == [4, 4]
+    for payloads in by_writer.values():   # each publisher's samples, in order
+        assert payloads == sent[0::2] == sent[1::2]
+    assert len(sent[2]) > 1_140_000 and ours._buffer.size >= len(sent[6])
