@@ -18,6 +18,7 @@ table layout, batch sizes, the batched ONNX graph) run on CI too.
 """
 
 from types import SimpleNamespace
+import warnings
 import zlib
 
 from golden_util import GOLDEN_IMAGES, GOLDEN_PAIRS, match_agreement, parity
@@ -451,13 +452,22 @@ def test_unused_imports_are_real():
     assert callable(raw_image) and callable(read_image)
 
 
+@pytest.mark.parametrize('use_torch', [False, True])
 @pytest.mark.parametrize('workers', [1, 3])
-def test_host_copier_copies_every_piece(workers):
-    from xfeat_ros.gpu.buffers import COPY_PIECE, HostCopier
+def test_host_copier_copies_every_piece(workers, use_torch):
+    from xfeat_ros.gpu.buffers import COPY_PIECE, HostCopier, TORCH_COPY_MIN
+    if use_torch:
+        pytest.importorskip('torch', reason='PyTorch is not installed here')
     rng = np.random.default_rng(workers)
-    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in (10, COPY_PIECE * 3 + 17, 0)]
-    targets = [np.zeros(n + 5, np.uint8) for n in (10, COPY_PIECE * 3 + 17, 0)]
-    HostCopier(workers).copy([(t[:s.size], s) for t, s in zip(targets, sources)])
+    sizes = (10, COPY_PIECE * 3 + 17, 0, TORCH_COPY_MIN - 1, TORCH_COPY_MIN)
+    sources = [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+    sources[1] = np.frombuffer(sources[1].tobytes(), np.uint8)  # read-only, as a message's
+    targets = [np.zeros(n + 5, np.uint8) for n in sizes]
+    copier = HostCopier(workers, use_torch=use_torch)
+    assert (copier.torch is not None) == use_torch
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # no warning about the read-only source either
+        copier.copy([(t[:s.size], s) for t, s in zip(targets, sources)])
     for t, src in zip(targets, sources):
         np.testing.assert_array_equal(t[:src.size], src)
         assert not t[src.size:].any()

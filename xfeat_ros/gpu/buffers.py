@@ -11,13 +11,15 @@ Device and pinned host buffers of the GPU engine.
 * :class:`TableRing` - pinned host frame tables, uploaded in stream order
   into one device table per engine, never overwritten while a copy is pending;
 * :class:`HostCopier` - host copies of image bytes into pinned memory, in
-  parallel pieces.
+  parallel (PyTorch's C++ threads where PyTorch is importable).
 """
 
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+import functools
 import itertools
 import os
+import warnings
 
 import numpy as np
 
@@ -30,6 +32,7 @@ _TOKENS = itertools.count()
 TABLE_RING = 4
 COPY_PIECE = 1 << 20  # bytes per host copy task
 COPY_WORKERS = max(1, min(4, (os.cpu_count() or 2) // 2))
+TORCH_COPY_MIN = 1 << 18  # bytes from which one copy goes through Tensor.copy_
 
 
 def cupy_module():
@@ -242,22 +245,55 @@ class TableRing:
         self.events[index].record(stream)
 
 
+@functools.lru_cache(maxsize=None)
+def _torch():
+    """PyTorch, or None where it is not installed (imported once)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _source_tensor(torch, src):
+    """``src`` as a tensor; a read-only array (a message's bytes) too, which copy_ only reads."""
+    if src.flags.writeable:
+        return torch.from_numpy(src)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)  # "not writable": it is only read
+        return torch.from_numpy(src)
+
+
 class HostCopier:
     """
-    Copy ``[(pinned view, bytes)]`` in pieces of :data:`COPY_PIECE` bytes over ``workers`` threads.
+    Copy ``[(pinned view, bytes)]`` into pinned memory, in parallel.
 
-    NumPy releases the GIL while it copies, so the threads copy in parallel (a
-    group's frames, or the rows of one large frame); one worker copies on the
-    calling thread.
+    Where PyTorch is importable (``use_torch``), each copy of at least
+    :data:`TORCH_COPY_MIN` bytes is one ``Tensor.copy_``, which PyTorch splits
+    over its intra-op threads in C++ (a VGA rgb8 image: 27 us on one thread,
+    11 us on four, cache-hot, ``bench/copy_probe.py``); a split over Python
+    threads cost more in hand-offs than it saved (bench/NOTES.md, round 2).
+    Other copies go in pieces of :data:`COPY_PIECE` bytes over ``workers``
+    threads (NumPy releases the GIL while it copies); one worker copies on
+    the calling thread.
     """
 
-    def __init__(self, workers=None):
+    def __init__(self, workers=None, use_torch=True):
         """Use ``workers`` threads (default :data:`COPY_WORKERS`), started on first use."""
         self.workers = max(1, int(COPY_WORKERS if workers is None else workers))
         self._pool = None
+        self.torch = _torch() if use_torch else None
 
     def copy(self, copies):
         """Copy every ``(dst, src)`` pair; return when all are done."""
+        if self.torch is not None:
+            rest = []
+            for dst, src in copies:
+                if src.size >= TORCH_COPY_MIN:
+                    self.torch.from_numpy(dst).copy_(_source_tensor(self.torch, src))
+                else:
+                    rest.append((dst, src))
+            copies = rest
         pieces = [(dst[a:a + COPY_PIECE], src[a:a + COPY_PIECE]) for dst, src in copies
                   for a in range(0, src.size, COPY_PIECE)]
         if self.workers <= 1 or len(pieces) <= 1:
