@@ -14,12 +14,16 @@ slots in turn, each frame matched against the one before) the ordinary way, arme
 the ordinary way again, once with the HostCopier's PyTorch copy and once with NumPy's.
 For every armed frame whose keypoints differ from the ordinary run's it prints which
 ordinary frame they equal: frame i - 2 (the image the slot's staging buffer held before)
-means the gate let the upload run before ``fire`` wrote the bytes.
+means the gate let the upload run before ``fire`` wrote the bytes. It also prints how
+long each ``arm()`` took: the suspect (bench/NOTES.md) is an implicitly synchronizing call
+inside ``arm()`` after the gate kernel was enqueued (a pinned or device allocation that the
+pools could not serve in a fresh process), which would wait until the gate expired.
 """
 
 import argparse
 from pathlib import Path
 import sys
+import time
 
 import numpy as np
 
@@ -27,7 +31,7 @@ GOLDEN_TUM = ['tum_fr2_desk/rgb/1311868169.163498.png', 'tum_fr2_desk/rgb/131186
               'tum_fr2_desk/rgb/1311868169.363470.png', 'tum_fr2_desk/rgb/1311868169.463229.png']
 
 
-def run(engine, msgs, arm):
+def run(engine, msgs, arm, arm_seconds=None):
     """Features of each frame, alone and chained; with ``arm`` every next frame armed first."""
     slots = [engine.alloc_slot(), engine.alloc_slot()]
     previous, out = None, []
@@ -35,7 +39,9 @@ def run(engine, msgs, arm):
         slot = slots[i % 2]
         engine.submit_group([msg], [slot], previous=previous, chain=True)
         if arm and i + 1 < len(msgs):
+            t0 = time.perf_counter()
             engine.arm(msgs[i + 1], slots[(i + 1) % 2], previous=slot)
+            arm_seconds.append(round(time.perf_counter() - t0, 4))
         out.append(engine.results([slot])[0][0])
         previous = slot
     return out
@@ -57,9 +63,11 @@ def main():
     for copy in ('torch', 'numpy'):
         engine._copier = HostCopier(use_torch=copy == 'torch')
         want = run(engine, msgs, False)
-        got = run(engine, msgs, True)
+        arm_seconds = []
+        got = run(engine, msgs, True, arm_seconds)
         again = run(engine, msgs, False)
-        print(copy, 'arm counts', engine.arm_counts)
+        # an arm() of ~5 s waited behind its own gate until the gate expired (see NOTES)
+        print(copy, 'arm counts', engine.arm_counts, 'arm() seconds', arm_seconds)
         for i, features in enumerate(got):
             same = [j for j, w in enumerate(want)
                     if np.array_equal(features.keypoints, w.keypoints)]
