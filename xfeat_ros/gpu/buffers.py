@@ -11,14 +11,14 @@ Device and pinned host buffers of the GPU engine.
 * :class:`TableRing` - pinned host frame tables, uploaded in stream order
   into one device table per engine, never overwritten while a copy is pending;
 * :class:`HostCopier` - host copies of image bytes into pinned memory, in
-  parallel (PyTorch's C++ threads where PyTorch is importable).
+  parallel (PyTorch's C++ threads where PyTorch is loaded).
 """
 
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-import functools
 import itertools
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -237,16 +237,6 @@ class TableRing:
         self.events[index].record(stream)
 
 
-@functools.lru_cache(maxsize=None)
-def _torch():
-    """PyTorch, or None where it is not installed (imported once)."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
 def _source_tensor(torch, src):
     """``src`` as a tensor; a read-only array (a message's bytes) too, which copy_ only reads."""
     if src.flags.writeable:
@@ -260,7 +250,9 @@ class HostCopier:
     """
     Copy ``[(pinned view, bytes)]`` into pinned memory, in parallel.
 
-    Where PyTorch is importable (``use_torch``), each copy of at least
+    Where PyTorch is loaded already (the PyTorch backbone; ``use_torch``: this
+    copier does not import it, which would cost a second and hundreds of MB to
+    a process that does not use it), each copy of at least
     :data:`TORCH_COPY_MIN` bytes is one ``Tensor.copy_``, which PyTorch splits
     over its intra-op threads in C++ (a VGA rgb8 image: 27 us on one thread,
     11 us on four, cache-hot, ``bench/copy_probe.py``); a split over Python
@@ -274,7 +266,7 @@ class HostCopier:
         """Use ``workers`` threads (default :data:`COPY_WORKERS`), started on first use."""
         self.workers = max(1, int(COPY_WORKERS if workers is None else workers))
         self._pool = None
-        self.torch = _torch() if use_torch else None
+        self.torch = sys.modules.get('torch') if use_torch else None
 
     def copy(self, copies):
         """Copy every ``(dst, src)`` pair; return when all are done."""
