@@ -10,6 +10,10 @@ A ROS process for test_dds.py: it reports what its DDS participant holds.
   subscriber matched, wait until all are acknowledged, report;
 * ``sub``: receive ``--count`` Images (reliable, 30 s at most), report.
 
+With ``--linger``, ``pub`` and ``sub`` wait after their report until stdin
+closes before they destroy their node, so that a caller can end processes one
+at a time (see test_dds.py for why).
+
 The report is one JSON line: ``segments`` (the Fast DDS shared-memory
 segments mapped into this process: path -> mapped bytes, ports excluded),
 ``udp_ports`` (local ports of this process's UDP sockets) and ``received`` /
@@ -18,6 +22,7 @@ caller's.
 """
 
 import argparse
+import faulthandler
 import json
 import os
 import re
@@ -64,7 +69,12 @@ def main():
     parser.add_argument('--topic', default='dds_probe')
     parser.add_argument('--count', type=int, default=3)
     parser.add_argument('--size', default='480,640')
+    parser.add_argument('--give-up', type=float, default=80.0)
+    parser.add_argument('--linger', action='store_true')
     args = parser.parse_args()
+    # A probe that outlives its caller's patience says where it stands (every thread's
+    # Python stack on stderr) and exits, instead of being killed without a word.
+    faulthandler.dump_traceback_later(args.give_up, exit=True)
     import numpy as np
     import rclpy
     from rclpy.duration import Duration
@@ -109,6 +119,9 @@ def main():
                       segments=mapped_segments(), udp_ports=udp_ports())
         executor.shutdown()
     sys.stdout.write(json.dumps(report) + '\n')
+    sys.stdout.flush()
+    if args.linger:
+        sys.stdin.read()
     node.destroy_node()
     rclpy.shutdown()
     return 0
