@@ -104,6 +104,37 @@ def test_profile_content():
     assert root.find('f:profiles/f:data_reader', NS) is None
 
 
+def _guarded(body_seconds, limit_s):
+    """Run a process whose teardown holds the interpreter lock in C for ``body_seconds``."""
+    code = (
+        'import ctypes, sys, time\n'
+        'from xfeat_ros import dds\n'
+        'def destroy_node():\n'
+        f'    ctypes.PyDLL(None).usleep({int(body_seconds * 1e6)})  # in C, lock held\n'
+        f'with dds.teardown_guard({limit_s}):\n'
+        '    destroy_node()\n'
+        f'time.sleep({2 * limit_s})  # past the limit: a cancelled watchdog stays quiet\n'
+        'print("exited normally")\n')
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    return done, time.monotonic() - start
+
+
+def test_teardown_guard_ends_a_teardown_stuck_in_c():
+    """A teardown spinning in C with the interpreter lock held still ends the process."""
+    done, elapsed = _guarded(body_seconds=30, limit_s=1.0)
+    assert done.returncode == 1 and 'exited normally' not in done.stdout
+    assert elapsed < 20, elapsed  # the 30 s body was cut short
+    assert 'Timeout' in done.stderr and 'in destroy_node' in done.stderr, done.stderr
+
+
+def test_teardown_guard_is_cancelled_once_the_teardown_ends():
+    done, _ = _guarded(body_seconds=0.01, limit_s=0.5)
+    assert done.returncode == 0 and done.stdout.strip() == 'exited normally', done.stderr
+    assert done.stderr == ''
+
+
 # -- real processes ------------------------------------------------------------------------------
 
 def probe_env():

@@ -30,9 +30,17 @@ An already exported ``FASTDDS_DEFAULT_PROFILES_FILE`` always wins: a user or a
 robot with a profile of its own keeps it. ``RMW_FASTRTPS_USE_QOS_FROM_XML`` is
 never set: ROS QoS (reliability, depth) stay those of the code, the profile
 only configures the participant's transports.
+
+:func:`teardown_guard` bounds a ROS process's teardown: Fast DDS 3.2 (the
+PyPI wheels) can spin for minutes, holding the interpreter lock and deaf to
+SIGINT and SIGTERM, when it deletes a participant while a discovery callback
+is in flight (eProsima/Fast-DDS#6513; seen here when several processes ended
+at once).
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+import faulthandler
 import os
 from pathlib import Path
 import random
@@ -47,6 +55,7 @@ PROFILE_NAME = 'fastdds_shm.xml'
 SHIPPED = 'shipped'
 DISCOVERY_ENV = 'ROS_AUTOMATIC_DISCOVERY_RANGE'
 DOMAIN_ENV = 'ROS_DOMAIN_ID'
+TEARDOWN_LIMIT_S = 10.0
 
 
 def _candidate_dirs():
@@ -189,3 +198,21 @@ def shm_ports(directory=SHM_DIR, now=None):
         except OSError:
             continue  # removed meanwhile
     return found
+
+
+@contextmanager
+def teardown_guard(limit_s=TEARDOWN_LIMIT_S, stream=None):
+    """
+    End the process (exit status 1) if the body has not finished after ``limit_s`` seconds.
+
+    For the ``destroy_node`` / ``rclpy.shutdown`` of a process about to exit. The watchdog is
+    :func:`faulthandler.dump_traceback_later`'s C thread, which needs no interpreter lock (a
+    Python thread could not run while Fast DDS spins with it held); it writes every thread's
+    Python stack to ``stream`` (default stderr) before it exits.
+    """
+    faulthandler.dump_traceback_later(limit_s, exit=True,
+                                      file=sys.stderr if stream is None else stream)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()

@@ -37,7 +37,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
-from xfeat_ros import heap, rcl_io
+from xfeat_ros import dds, heap, rcl_io
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import (CdrWriter, Header, header_msg, parse_image, write_keypoints,
                            write_matches)
@@ -499,9 +499,11 @@ def main(args=None):
             node.stop()
             node.get_logger().info(f'final counts: {node.stats()}')
             node.get_logger().info(f'stage medians, ms: {node.stage_medians()}')
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        with dds.teardown_guard():
+            if node is not None:
+                node.destroy_node()
+            if rclpy.ok():
+                rclpy.shutdown()
     return code
 
 

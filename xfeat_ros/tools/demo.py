@@ -188,9 +188,12 @@ def run_node_and_play(frames, stamps, args, log_path):
             rclpy.spin_once(node, timeout_sec=0.1)
         elapsed = time.monotonic() - start
     finally:
-        node.destroy_node()
-        rclpy.shutdown()
+        # The node process first, then this one's participant: ending both at once is what
+        # can make Fast DDS spin (xfeat_ros.dds.teardown_guard).
         stop_process(node_process, timeout=30.0)
+        with dds.teardown_guard():
+            node.destroy_node()
+            rclpy.shutdown()
     return keypoints, matches, elapsed
 
 

@@ -241,9 +241,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         node.get_logger().info('stopped')
     finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        with dds.teardown_guard():
+            node.destroy_node()
+            if rclpy.ok():
+                rclpy.shutdown()
     return 0
 
 

@@ -146,8 +146,9 @@ class Collector:
     def close(self):
         """Destroy the node and the context."""
         self.executor.shutdown()
-        self.node.destroy_node()
-        self.rclpy.shutdown(context=self.context)
+        with dds.teardown_guard():
+            self.node.destroy_node()
+            self.rclpy.shutdown(context=self.context)
 
 
 def node_wrapper(text, label):

@@ -140,9 +140,10 @@ def run_publisher(args):
     except KeyboardInterrupt:
         pass
     finally:
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        with dds.teardown_guard():
+            node.destroy_node()
+            if rclpy.ok():
+                rclpy.shutdown()
     return 0
 
 
