@@ -135,6 +135,13 @@ def test_teardown_guard_is_cancelled_once_the_teardown_ends():
     assert done.stderr == ''
 
 
+def test_teardown_guard_without_a_file_descriptor_uses_the_process_stderr():
+    import io
+    with dds.teardown_guard(0.5, stream=io.StringIO()):
+        pass
+    time.sleep(1.0)  # past the limit: this test's process must still be here to finish it
+
+
 # -- real processes ------------------------------------------------------------------------------
 
 def probe_env():

@@ -208,11 +208,19 @@ def teardown_guard(limit_s=TEARDOWN_LIMIT_S, stream=None):
     For the ``destroy_node`` / ``rclpy.shutdown`` of a process about to exit. The watchdog is
     :func:`faulthandler.dump_traceback_later`'s C thread, which needs no interpreter lock (a
     Python thread could not run while Fast DDS spins with it held); it writes every thread's
-    Python stack to ``stream`` (default stderr) before it exits.
+    Python stack to ``stream`` (default stderr; the process's own stderr where that one has
+    no file descriptor, as under a test's capture) before it exits.
     """
-    faulthandler.dump_traceback_later(limit_s, exit=True,
-                                      file=sys.stderr if stream is None else stream)
+    armed = False
+    for target in (sys.stderr if stream is None else stream, sys.__stderr__):
+        try:
+            faulthandler.dump_traceback_later(limit_s, exit=True, file=target)
+        except (AttributeError, ValueError, OSError):  # no file descriptor (a test's capture)
+            continue
+        armed = True
+        break
     try:
         yield
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        if armed:
+            faulthandler.cancel_dump_traceback_later()
