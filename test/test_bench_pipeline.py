@@ -81,3 +81,59 @@ def test_cpu_mode_end_to_end(shared_dir, tmp_path):
     ratios = data['ratios'][0]
     assert ratios['reference_over_ours'] == pytest.approx(
         rows['reference']['wall']['median_ms'] / rows['xfeat_ros']['wall']['median_ms'])
+
+
+def _row(contender, n, wall, rep=None, device=None):
+    row = {'resolution': '640x480', 'contender': contender, 'in_flight': n,
+           'wall': {'median_ms': wall, 'p10_ms': wall, 'p90_ms': wall}}
+    if device is not None:
+        row['device'] = {'median_ms': device}
+    if rep is not None:
+        row['repeat'] = rep
+    return row
+
+
+def test_ratios_of_repeats_are_paired_then_their_median():
+    from xfeat_ros.tools.bench.report import best_against_best, pipeline_ratios, pipeline_table
+    # upstream's one-frame time swings between repeats; each repeat pairs its own runs
+    rows = [_row('xfeat_ros', 1, 0.6, 0, 0.5), _row('upstream', 1, 6.0, 0, 5.0),
+            _row('xfeat_ros', 1, 0.5, 1, 0.5), _row('upstream', 1, 4.0, 1, 3.0),
+            _row('xfeat_ros', 1, 0.8, 2, 0.5), _row('upstream', 1, 4.8, 2, 4.0),
+            _row('xfeat_ros', 8, 0.3, 0), _row('upstream', 8, 1.2, 0),
+            _row('xfeat_ros', 8, 0.2, 1), _row('upstream', 8, 1.4, 1),
+            _row('xfeat_ros', 8, 0.4, 2), _row('upstream', 8, 1.3, 2)]
+    [one, eight] = pipeline_ratios(rows)
+    assert one['in_flight'] == 1 and one['repeats'] == 3
+    assert one['upstream_over_ours_runs'] == pytest.approx([10.0, 8.0, 6.0])
+    assert one['upstream_over_ours'] == pytest.approx(8.0)  # not 4.8 / 0.6 of medians
+    assert one['xfeat_ros_ms'] == pytest.approx(0.6) and one['upstream_ms'] == pytest.approx(4.8)
+    assert one['upstream_over_ours_device_runs'] == pytest.approx([10.0, 6.0, 8.0])
+    assert eight['upstream_over_ours_runs'] == pytest.approx([4.0, 7.0, 3.25])
+    # best against best: per repeat (ours at 8 every time, upstream at 8, 8, 8)
+    [best] = best_against_best(rows)
+    assert best['xfeat_ros_n'] == 8 and best['upstream_n'] == 8
+    assert best['upstream_over_ours_runs'] == pytest.approx([4.0, 7.0, 3.25])
+    assert best['upstream_over_ours'] == pytest.approx(4.0)
+    # the table pairs each repeat's row with the same repeat's
+    table = pipeline_table({'results': rows})
+    assert ' 10.00x' in table and '  8.00x' in table and '  6.00x' in table
+
+
+def test_one_repeat_leaves_the_entries_as_they_were():
+    from xfeat_ros.tools.bench.report import best_against_best, pipeline_ratios
+    rows = [_row('xfeat_ros', 1, 0.5), _row('upstream', 1, 4.0), _row('xfeat_ros', 8, 0.25),
+            _row('upstream', 8, 1.0)]
+    ratios = pipeline_ratios(rows)
+    assert [r['upstream_over_ours'] for r in ratios] == pytest.approx([8.0, 4.0])
+    assert all('repeats' not in r and 'upstream_over_ours_runs' not in r for r in ratios)
+    [best] = best_against_best(rows)
+    assert best == {'resolution': '640x480', 'xfeat_ros_ms': 0.25, 'xfeat_ros_n': 8,
+                    'upstream_ms': 1.0, 'upstream_n': 8, 'upstream_over_ours': 4.0}
+
+
+def test_repeat_must_be_positive(capsys):
+    from xfeat_ros.tools.bench.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(['cpu', '--repeat', '0'])
+    assert exit_info.value.code == 2
+    assert 'must be at least 1' in capsys.readouterr().err

@@ -51,6 +51,10 @@ def _pipeline_args(parser, cpu):
     parser.add_argument('--upstream', help='upstream XFeat checkout (holds modules/; needs tqdm)')
     parser.add_argument('--interleave', action='store_true',
                         help='contenders take turns group by group (default: one block each)')
+    parser.add_argument('--repeat', type=_at_least_one, default=1,
+                        help='measure every row this many times, the contenders in reverse '
+                             "order every other time; ratios are the median of the repeats' "
+                             'ratios (each listed) (default %(default)s)')
     parser.add_argument('--unchecked', action='store_true',
                         help='also time our GPU engine without its device epipolar check of '
                              'the matches (the RANSAC of the tracks), as upstream matches')

@@ -371,14 +371,19 @@ def run_pipeline(args):
                      f'{args.frames} frames of {len(images)} images per measurement\n')
     for width, height in parse_resolutions(args.resolutions):
         msgs = [frame_message(fit_resolution(img, width, height)) for img in images]
-        for n in sorted(set(in_flight) | set(baseline_n)):
+        for n, rep in ((n, rep) for n in sorted(set(in_flight) | set(baseline_n))
+                       for rep in range(args.repeat)):
             group = [c for c, counts in contenders if n in counts]
-            for row in time_contenders(group, msgs, n, args.frames, args.warmup,
-                                       args.interleave):
+            # every other repeat in the reverse order, so that no contender always runs first
+            for row in time_contenders(group[::-1] if rep % 2 else group, msgs, n, args.frames,
+                                       args.warmup, args.interleave):
                 row['resolution'] = f'{width}x{height}'
+                if args.repeat > 1:
+                    row['repeat'] = rep
                 results['results'].append(row)
                 sys.stdout.write(f'  {width}x{height} {row["contender"]:>9} N={n:<2} '
-                                 f'{row["wall"]["median_ms"]:9.3f} ms/frame wall'
+                                 + (f'#{rep} ' if args.repeat > 1 else '')
+                                 + f'{row["wall"]["median_ms"]:9.3f} ms/frame wall'
                                  + (f', {row["device"]["median_ms"]:.3f} device'
                                     if 'device' in row else '')
                                  + (f', {row["device_work"]["median_ms"]:.3f} device work, '
@@ -403,8 +408,19 @@ def run_pipeline(args):
     sys.stdout.write('\n' + pipeline_table(results))
     if unchecked:
         sys.stdout.write('\n' + pipeline_table(results, UNCHECKED))
+    for entry in results['ratios'] if args.repeat > 1 else []:
+        runs = ', '.join(f'{name[:-len("_over_ours")]}/ours {entry[name]:.2f}x '
+                         f'({" ".join(f"{v:.2f}" for v in entry[name + "_runs"])})'
+                         for name in ('reference_over_ours', 'upstream_over_ours')
+                         if name + '_runs' in entry)
+        sys.stdout.write(f'  median of {args.repeat} repeats, {entry["resolution"]} '
+                         f'N={entry["in_flight"]}'
+                         + (f' {entry["contender"]}' if 'contender' in entry else '')
+                         + f': {runs}\n')
     for entry in results['best']:
         sys.stdout.write(f'  best {entry["resolution"]}: ' + ', '.join(
-            f'{k} {v:.3f}' if isinstance(v, float) else f'{k} {v}'
+            f'{k} {v:.3f}' if isinstance(v, float)
+            else f'{k} [{", ".join(f"{x:.3g}" for x in v)}]' if isinstance(v, list)
+            else f'{k} {v}'
             for k, v in entry.items() if k != 'resolution') + '\n')
     return 0

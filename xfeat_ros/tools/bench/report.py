@@ -23,7 +23,8 @@ def write_json(path, data):
 
 def pipeline_table(results, ours='xfeat_ros'):
     """Text table of pipeline results: ``ours`` at each N next to reference / upstream, ratios."""
-    by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in results['results']}
+    by_key = {(r['resolution'], r['contender'], r['in_flight'], r.get('repeat', 0)): r
+              for r in results['results']}
     has_upstream = any(r['contender'] == 'upstream' for r in results['results'])
     on_gpu = any('device' in r for r in results['results'])
     dev_head = f' {"(device)":>8}' if on_gpu else ''
@@ -35,14 +36,14 @@ def pipeline_table(results, ours='xfeat_ros'):
     for r in results['results']:
         if r['contender'] != ours:
             continue
-        res, n = r['resolution'], r['in_flight']
+        res, n, rep = r['resolution'], r['in_flight'], r.get('repeat', 0)
         wall = r['wall']
         device = r.get('device', {}).get('median_ms')
         cells = [f'{res:>10} {n:>3} | {wall["median_ms"]:9.3f} '
                  f'[{wall["p10_ms"]:8.3f}-{wall["p90_ms"]:8.3f}] '
                  f'{"" if device is None else f"({device:.3f})":>9}']
         for name in ('reference', 'upstream') if has_upstream else ('reference',):
-            other = by_key.get((res, name, n))
+            other = by_key.get((res, name, n, rep))
             if other is None:
                 cells.append(f'{"-":>9} {"-":>8}' + (f' {"":>8}' if on_gpu else ''))
             else:
@@ -54,8 +55,59 @@ def pipeline_table(results, ours='xfeat_ros'):
     return '\n'.join(lines) + '\n'
 
 
+def by_repeat(rows):
+    """Rows grouped by their ``repeat`` index (``xfeat_bench pipeline --repeat``; none: 0)."""
+    groups = {}
+    for row in rows:
+        groups.setdefault(row.get('repeat', 0), []).append(row)
+    return list(groups.values())
+
+
+def median_of_repeats(entries, keys):
+    """
+    Merge the entries of several repeats that agree on ``keys`` into one.
+
+    A number becomes the median over the repeats; a ratio (``*_over_ours*``) also
+    keeps every repeat's value under ``<name>_runs``, and an integer that differs
+    between repeats (the best N) becomes the list of its values. One repeat:
+    the entries unchanged.
+    """
+    groups = {}
+    for entry in entries:
+        groups.setdefault(tuple(entry.get(k) for k in keys), []).append(entry)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        merged = dict(group[0], repeats=len(group))
+        for name, first in group[0].items():
+            if name in keys or isinstance(first, bool) or not isinstance(first, (int, float)):
+                continue
+            values = [e[name] for e in group if e.get(name) is not None]
+            if isinstance(first, int):
+                merged[name] = first if len(set(values)) == 1 else values
+                continue
+            merged[name] = float(np.median(values))
+            if '_over_ours' in name:
+                merged[f'{name}_runs'] = values
+        out.append(merged)
+    return out
+
+
 def pipeline_ratios(rows, contender='xfeat_ros'):
-    """Per resolution and N: reference / ours and upstream / ours, wall and device medians."""
+    """
+    Per resolution and N: reference / ours and upstream / ours, wall and device medians.
+
+    Rows of several repeats: the ratios of each repeat, then their median
+    (:func:`median_of_repeats`), so that a slow or fast run of one contender
+    is not paired with another run of the other.
+    """
+    entries = [entry for group in by_repeat(rows) for entry in _ratios(group, contender)]
+    return median_of_repeats(entries, ('resolution', 'in_flight', 'contender'))
+
+
+def _ratios(rows, contender):
     by_key = {(r['resolution'], r['contender'], r['in_flight']): r for r in rows}
     out = []
     for (res, name, n), ours in by_key.items():
@@ -83,6 +135,11 @@ def pipeline_ratios(rows, contender='xfeat_ros'):
 
 def best_against_best(rows, contender='xfeat_ros'):
     """Per resolution: each contender's lowest median wall ms/frame over N, and ratios to ours."""
+    entries = [entry for group in by_repeat(rows) for entry in _best(group, contender)]
+    return median_of_repeats(entries, ('resolution', 'contender'))
+
+
+def _best(rows, contender):
     best = {}
     for row in rows:
         key = (row['resolution'], row['contender'])
