@@ -16,8 +16,18 @@ follows, and this script runs it in-process with the replay engine)::
     xfeat_bench node --configs 2x60 --node-wrapper "python bench/replay_engine.py"
     xfeat_bench node --configs 2x60 --node-wrapper \
         "py-spy record --gil -r 200 -f raw -o p_{label}.txt -- python bench/replay_engine.py"
+
+With ``XFEAT_REPLAY_BUFFERS=1`` in its environment the engine also offers image
+buffers (plain memory from a :class:`xfeat_ros.gpu.image_pool.ImagePool`, as the
+GPU engine offers pinned ones), so the node takes images and publishes messages
+through rcl's own calls as it does with the GPU engine: the GPU node's host path
+on a machine without a GPU::
+
+    xfeat_bench node --configs 1x30 --node-wrapper \
+        "env XFEAT_REPLAY_BUFFERS=1 python bench/replay_engine.py"
 """
 
+import os
 import sys
 
 import numpy as np
@@ -101,6 +111,20 @@ class ReplayEngine:
         return [(self.features(slot), self.matches(slot)) for slot in slots]
 
 
+class BufferedReplayEngine(ReplayEngine):
+    """:class:`ReplayEngine` that offers image buffers as the GPU engine does (plain memory)."""
+
+    def __init__(self, top_k=4096, **kwargs):
+        """Start with an empty pool."""
+        super().__init__(top_k, **kwargs)
+        from xfeat_ros.gpu.image_pool import ImagePool
+        self._pool = ImagePool(lambda size: np.empty(size, np.uint8))
+
+    def image_buffer(self, nbytes):
+        """Return a reusable uint8 buffer of at least ``nbytes`` to take an image into."""
+        return self._pool.get(nbytes)
+
+
 def node_arguments(argv):
     """Return the node's own arguments in ``argv`` (after ``-m xfeat_ros.node``, if given)."""
     if 'xfeat_ros.node' in argv:
@@ -111,7 +135,8 @@ def node_arguments(argv):
 def main(argv=None):
     """Run ``xfeat_ros.node.main`` with the replay engine."""
     from xfeat_ros import node
-    node.create_engine = lambda config, logger=None: ReplayEngine(config.top_k)
+    kind = BufferedReplayEngine if os.environ.get('XFEAT_REPLAY_BUFFERS') == '1' else ReplayEngine
+    node.create_engine = lambda config, logger=None: kind(config.top_k)
     return node.main(node_arguments(sys.argv[1:] if argv is None else argv))
 
 

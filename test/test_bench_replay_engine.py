@@ -41,3 +41,17 @@ def test_node_arguments_follow_the_node_module():
     argv = ['python3', '-m', 'xfeat_ros.node', '--ros-args', '-p', 'top_k:=8']
     assert tool.node_arguments(argv) == ['--ros-args', '-p', 'top_k:=8']
     assert tool.node_arguments(['--ros-args']) == ['--ros-args']
+
+
+def test_buffered_engine_offers_reusable_image_buffers():
+    tool = load_tool()
+    engine = tool.BufferedReplayEngine(top_k=64)
+    buffer = engine.image_buffer(1000)
+    assert buffer.dtype == np.uint8 and buffer.size >= 1000
+    address = buffer.__array_interface__['data'][0]
+    del buffer  # nothing refers to it any more: handed out again
+    again = engine.image_buffer(1000)
+    assert again.__array_interface__['data'][0] == address
+    other = engine.image_buffer(1000)  # while the first is held: another one
+    assert other.__array_interface__['data'][0] != address
+    assert not hasattr(tool.ReplayEngine(top_k=64), 'image_buffer')
