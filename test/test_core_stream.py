@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from xfeat_ros.cdr import parse_image
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES, stamp_ns,
+from xfeat_ros.core.stream import (CameraStream, check_image, Done, median, STAGES, stamp_ns,
                                    TRANSPORT_PARTS, transport_parts)
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
@@ -177,3 +177,11 @@ def test_transport_split_by_the_dds_timestamps():
     assert transport_parts(stamp, late_writer, time.time_ns()) is None
     assert transport_parts(stamp, {'source_timestamp': stamp, 'received_timestamp': 0},
                            time.time_ns()) is None
+
+
+@pytest.mark.parametrize('count', [1, 2, 3, 199, 200])
+def test_median_is_numpys(count):
+    rng = np.random.default_rng(count)
+    values = list(rng.normal(3.0, 1.0, count))
+    assert median(values) == pytest.approx(float(np.median(values)), abs=1e-12)
+    assert median([2.0] * count) == 2.0
