@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Track ids: propagation rule and epipolar verification."""
 
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -88,3 +90,17 @@ class Features41:
 
     def __len__(self):
         return len(self.keypoints)
+
+
+def test_opencv_is_loaded_up_front_only_for_a_host_check():
+    code = ('import sys\n'
+            'from types import SimpleNamespace\n'
+            'from xfeat_ros.tracks import prepare_host_check\n'
+            'assert "cv2" not in sys.modules\n'
+            'assert not prepare_host_check(SimpleNamespace(epipolar=True))\n'
+            'assert "cv2" not in sys.modules  # a GPU engine checks on the device\n'
+            'assert prepare_host_check(SimpleNamespace(name="onnxruntime"))\n'
+            'assert "cv2" in sys.modules\n')
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -57,6 +57,7 @@ from xfeat_ros.messages import (diagnostic_name, keypoint_cloud_msg, message_typ
 from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
                                   ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                   scheduler_config, unset_value, validate_parameter)
+from xfeat_ros.tracks import prepare_host_check
 from xfeat_ros.weights import weights_summary
 
 RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
@@ -113,6 +114,7 @@ class XFeatNode(Node):
         self.engine_config = engine_config(self.params)
         engine = engine or create_engine(self.engine_config, self.get_logger())
         self.get_logger().info(f'engine: {engine.name} on {engine.device}')
+        prepare_host_check(engine)  # OpenCV loaded now, not at the first matched frame
         self.get_logger().info(weights_summary(self.params['weights']))
         self.report = Reporter(self.get_logger())
         self.streams = {name: CameraStream(name) for name in self.params['cameras']}

@@ -73,6 +73,21 @@ def next_tracks(features, next_id, previous=None, matches=None, verified=None):
                               idx0, idx1), origin)
 
 
+def prepare_host_check(engine):
+    """
+    Load OpenCV now if ``engine`` leaves the tracks' epipolar check to the host.
+
+    An engine without a check of its own (the CPU engine; the GPU engine has
+    ``epipolar`` true) has :func:`next_tracks` fit it with OpenCV, whose
+    import (~25 ms on the CPU machine, under the interpreter lock) would
+    otherwise stall the node at its first matched frame. Returns whether it did.
+    """
+    if getattr(engine, 'epipolar', False):
+        return False
+    import cv2  # noqa: F401 - imported for its side effect: loaded before the first frame
+    return True
+
+
 def track_velocity(pixels, previous_pixels, origin, dt_s):
     """
     Image velocity of each tracked keypoint, in (units of ``pixels``) per second.
