@@ -326,16 +326,23 @@ def test_localhost_discovery_stays_on_this_machine():
         sockets[sock] = name
     counts = dict.fromkeys(interfaces, 0)
     env = probe_env()
-    sub = subprocess.Popen(PROBE + ['sub', '--topic', 'capture', '--count', '20'], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pub = subprocess.Popen(PROBE + ['pub', '--topic', 'capture', '--count', '20'], env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 90
-        while (pub.poll() is None or sub.poll() is None) and time.monotonic() < deadline:
-            ready, _, _ = select.select(list(sockets), [], [], 0.1)
+
+    def start(mode):
+        return subprocess.Popen(PROBE + [mode, '--topic', 'capture', '--count', '20', '--linger'],
+                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def capture(done, deadline, report=None):
+        """Count the domain's RTPS packets per interface until ``done()`` or ``deadline``."""
+        while not done() and time.monotonic() < deadline:
+            watched = list(sockets) + ([report.stdout] if report is not None else [])
+            ready, _, _ = select.select(watched, [], [], 0.1)
             for sock in ready:
+                if report is not None and sock is report.stdout:
+                    line = report.stdout.readline()
+                    if line.startswith('{') and json.loads(line).get('event') != 'ready':
+                        reports.append(json.loads(line))
+                    continue
                 while True:
                     try:
                         frame = sock.recv(65535)
@@ -344,14 +351,27 @@ def test_localhost_discovery_stays_on_this_machine():
                     ports = rtps_ports(frame)
                     if ports and any(low <= p < high for p in ports):
                         counts[sockets[sock]] += 1
+
+    reports = []
+    sub = start('sub')
+    pub = start('pub')
+    try:
+        deadline = time.monotonic() + 90
+        capture(lambda: reports, deadline, report=sub)  # the exchange, until sub reports
+        for process in (pub, sub):  # then their ends, one at a time (see end_one_at_a_time)
+            process.stdin.close()
+            capture(lambda: process.poll() is not None, deadline)
     finally:
         for sock in sockets:
             sock.close()
+        errors = []
         for process in (pub, sub):
             if process.poll() is None:
                 process.kill()
-    received = json.loads(sub.communicate()[0].splitlines()[-1])
-    assert received['received'] == 20  # the nodes did talk
+            process.wait()
+            errors.append(process.stderr.read())
+    assert reports and reports[0]['received'] == 20  # the nodes did talk
+    assert pub.returncode == 0 and sub.returncode == 0, errors
     assert counts.get('lo', 0) > 0, 'the capture saw no RTPS packet on lo at all'
     outside = {name: n for name, n in counts.items() if name != 'lo' and n}
     assert outside == {}, f'RTPS packets of domain ports {low}-{high} on {outside}'
