@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from xfeat_ros.cdr import parse_image
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import (CameraStream, check_image, Done, median, STAGES, stamp_ns,
+from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES, stamp_ns,
                                    TRANSPORT_PARTS, transport_parts)
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
@@ -180,8 +180,13 @@ def test_transport_split_by_the_dds_timestamps():
 
 
 @pytest.mark.parametrize('count', [1, 2, 3, 199, 200])
-def test_median_is_numpys(count):
+def test_stage_medians_are_numpys(count):
     rng = np.random.default_rng(count)
+    stream = CameraStream('cam')
     values = list(rng.normal(3.0, 1.0, count))
-    assert median(values) == pytest.approx(float(np.median(values)), abs=1e-12)
-    assert median([2.0] * count) == 2.0
+    stream.stage_ms['queue'].extend(values)
+    stream.stage_ms['publish'].extend([2.0] * count)
+    stages = stream.stage_medians()
+    assert set(stages) == {'queue', 'publish'}
+    assert stages['queue'] == pytest.approx(float(np.median(values)), abs=1e-12)
+    assert stages['publish'] == 2.0 and isinstance(stages['queue'], float)

@@ -176,6 +176,20 @@ def test_fast_dds_maps_the_profile_segment():
     assert 'Error' not in err, err
 
 
+def start_probe(env, mode, topic, *args):
+    """Start a ``--linger`` probe (it ends when its stdin closes, see end_one_at_a_time)."""
+    return subprocess.Popen(PROBE + [mode, '--topic', topic, '--linger', *args], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def report_in(line):
+    """Return the probe's report that ``line`` holds, or None (its ``ready`` event, other text)."""
+    if line.startswith('{') and json.loads(line).get('event') != 'ready':
+        return json.loads(line)
+    return None
+
+
 def read_report(process, deadline):
     """Return the first JSON line ``process`` prints after its ``ready`` event, by ``deadline``."""
     while time.monotonic() < deadline:
@@ -185,8 +199,9 @@ def read_report(process, deadline):
         line = process.stdout.readline()
         if not line:
             break
-        if line.startswith('{') and json.loads(line).get('event') != 'ready':
-            return json.loads(line)
+        found = report_in(line)
+        if found is not None:
+            return found
     raise AssertionError(f'probe {process.args[2:]} sent no report in time')
 
 
@@ -221,15 +236,10 @@ def end_one_at_a_time(processes, timeout=30):
 def test_many_processes_share_memory_and_leave_nothing_behind():
     env = probe_env()
     publishers, per_publisher = 6, 3
-
-    def start(*command):
-        return subprocess.Popen(PROBE + list(command) + ['--topic', 'many', '--linger'], env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    sub = start('sub', '--count', str(publishers * per_publisher))
+    sub = start_probe(env, 'sub', 'many', '--count', str(publishers * per_publisher))
     assert json.loads(sub.stdout.readline()) == {'event': 'ready'}
-    pubs = [start('pub', '--count', str(per_publisher)) for _ in range(publishers)]
+    pubs = [start_probe(env, 'pub', 'many', '--count', str(per_publisher))
+            for _ in range(publishers)]
     deadline = time.monotonic() + 90
     try:
         reports = [read_report(pub, deadline) for pub in pubs]
@@ -327,11 +337,6 @@ def test_localhost_discovery_stays_on_this_machine():
     counts = dict.fromkeys(interfaces, 0)
     env = probe_env()
 
-    def start(mode):
-        return subprocess.Popen(PROBE + [mode, '--topic', 'capture', '--count', '20', '--linger'],
-                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
     def capture(done, deadline, report=None):
         """Count the domain's RTPS packets per interface until ``done()`` or ``deadline``."""
         while not done() and time.monotonic() < deadline:
@@ -339,9 +344,9 @@ def test_localhost_discovery_stays_on_this_machine():
             ready, _, _ = select.select(watched, [], [], 0.1)
             for sock in ready:
                 if report is not None and sock is report.stdout:
-                    line = report.stdout.readline()
-                    if line.startswith('{') and json.loads(line).get('event') != 'ready':
-                        reports.append(json.loads(line))
+                    found = report_in(report.stdout.readline())
+                    if found is not None:
+                        reports.append(found)
                     continue
                 while True:
                     try:
@@ -353,8 +358,8 @@ def test_localhost_discovery_stays_on_this_machine():
                         counts[sockets[sock]] += 1
 
     reports = []
-    sub = start('sub')
-    pub = start('pub')
+    sub = start_probe(env, 'sub', 'capture', '--count', '20')
+    pub = start_probe(env, 'pub', 'capture', '--count', '20')
     try:
         deadline = time.monotonic() + 90
         capture(lambda: reports, deadline, report=sub)  # the exchange, until sub reports

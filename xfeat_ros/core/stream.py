@@ -12,6 +12,7 @@ thread-safe: receipt, scheduling and outputs may run on different threads.
 
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from statistics import median
 import threading
 import time
 
@@ -36,18 +37,6 @@ STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'track
 # reader, and the node's take (its image thread waking, the copy out of the middleware).
 TRANSPORT_PARTS = ('transport_camera', 'transport_dds', 'transport_take')
 TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
-
-
-def median(values):
-    """
-    Return the middle of a non-empty list of floats (NumPy's median, as a float).
-
-    One sort in C: for the few hundred values of a timing window about 5x cheaper than
-    ``np.median``, whose per-call cost made the diagnostics' stage medians ~0.5 ms a camera.
-    """
-    ordered = sorted(values)
-    half = len(ordered) // 2
-    return float(ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2)
 
 
 def stamp_ns(stamp):
@@ -226,9 +215,11 @@ class CameraStream:
 
     def stage_medians(self):
         """Return ``{stage: median ms}`` over the last published frames (see STAGES)."""
-        with self._lock:  # copies only: the output thread's published() waits for this lock
+        # Copies under the lock (the output thread's published() waits for it), then one sort
+        # each: np.median's per-call cost made this ~0.5 ms a camera (bench/NOTES.md).
+        with self._lock:
             windows = [(stage, list(values)) for stage, values in self.stage_ms.items() if values]
-        return {stage: median(values) for stage, values in windows}
+        return {stage: float(median(values)) for stage, values in windows}
 
     @property
     def camera_model(self):
