@@ -40,7 +40,7 @@ rc_timing=0
 if [[ "${WHAT}" == tests || "${WHAT}" == all ]]; then
   python3 -m pytest -m gpu test/test_parity.py test/test_gpu_kernels.py test/test_gpu_engine.py \
     test/test_gpu_batch.py test/test_gpu_match.py test/test_gpu_match_pairs.py \
-    test/test_gpu_backbone.py -q -rs \
+    test/test_gpu_backbone.py test/test_gpu_armed.py -q -rs \
     -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
   rc_tests=$?
   python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \

@@ -393,6 +393,16 @@ class TorchBackbone:
                 else:
                     self._forward_into(binding)
 
+    def ready(self, image, outputs):
+        """
+        Tell whether :meth:`run` on these buffers is one graph launch (nothing to capture).
+
+        Only then may it be enqueued behind a closed gate (:mod:`xfeat_ros.gpu.armed`):
+        a capture synchronizes the device.
+        """
+        binding = self._bindings.get(buffer_key(image, outputs))
+        return binding is not None and (binding.launch is not None or binding.graph is not None)
+
     def release(self, image):
         """Drop the views and graphs bound to ``image``'s buffer set."""
         ptr = int(image.data.ptr)

@@ -61,6 +61,14 @@ class PinnedBuffer:
         return self.memory.ptr
 
 
+def message_bytes(data):
+    """View ``sensor_msgs/Image.data`` (bytes, array.array, memoryview, list) as uint8 [N]."""
+    try:
+        return np.frombuffer(data, dtype=np.uint8)
+    except TypeError:
+        return np.asarray(data, dtype=np.uint8).reshape(-1)
+
+
 def copy_async(dst_ptr, src_ptr, nbytes, kind, stream):
     """``cudaMemcpyAsync`` on ``stream`` (``kind``: a cupy.cuda.runtime memcpy kind)."""
     if nbytes:

@@ -52,11 +52,12 @@ import numpy as np
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
-from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu import armed, kernels, ops
 from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
-                                   HostCopier, PinnedBuffer, TableRing, Workspace)
+                                   HostCopier, message_bytes, PinnedBuffer, TableRing,
+                                   Workspace)
 from xfeat_ros.gpu.image_pool import ImagePool
 from xfeat_ros.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.image_codec import validate_layout
@@ -75,14 +76,6 @@ STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
 
 __all__ = ['GpuEngine', 'GpuSlot', 'PinnedBuffer', 'copy_async', 'message_bytes',
            'ENGINE_BACKENDS']
-
-
-def message_bytes(data):
-    """View ``sensor_msgs/Image.data`` (bytes, array.array, memoryview, list) as uint8 [N]."""
-    try:
-        return np.frombuffer(data, dtype=np.uint8)
-    except TypeError:
-        return np.asarray(data, dtype=np.uint8).reshape(-1)
 
 
 class GpuEngine:
@@ -130,6 +123,9 @@ class GpuEngine:
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
         self._pair_slots = [None, None]  # match_features' descriptor uploads
         self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
+        self._armed = None  # the next frame's chain enqueued behind a gate (armed.py)
+        self.arm_counts = {'armed': 0, 'fired': 0, 'cancelled': 0}
+        self.last_start_event = None  # CUDA event at the device start of the last group
         self.last_flush_marks = []
         self.last_group_seconds = {}  # host seconds of submit_group: 'stage', 'enqueue'
         from cupy.cuda.compiler import CompileException
@@ -140,6 +136,7 @@ class GpuEngine:
             self._tables = TableRing(self.max_batch)
             try:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
+                           'gate.cu': kernels.gate_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
@@ -162,6 +159,7 @@ class GpuEngine:
 
     def configure(self, top_k=None, threshold=None, min_cossim=None):
         """Change detection or matching settings; frames submitted before keep the old ones."""
+        armed.cancel(self)
         self.flush()
         if top_k is not None:
             self.top_k = int(top_k)
@@ -305,6 +303,7 @@ class GpuEngine:
         """Enqueue every waiting batch (one backbone call per model size), then queued matches."""
         if not (self._pending or self._queued):
             return
+        armed.cancel(self)
         while self._in_flight and self._in_flight[0][0].done:
             self._in_flight.popleft()
         with self.cupy.cuda.Device(self.gpu), self.stream:
@@ -362,8 +361,13 @@ class GpuEngine:
             staging = slot.staging_for(data.size)
         return (mh, mw), frame, (staging.array[:data.size], data), (staging.ptr, data.size)
 
-    def _enqueue_upload(self, size, frame, source):
-        """Upload a staged frame into the next raw row of its model size's batch."""
+    def _enqueue_upload(self, size, frame, source, fetch=None):
+        """
+        Upload a staged frame into the next raw row of its model size's batch.
+
+        ``fetch(dst, stream)``, if given, enqueues the upload instead of a copy
+        from ``source``'s address (an armed chain's gate, :mod:`.armed`).
+        """
         cupy = self.cupy
         slot = frame[0]
         batch = self._pending.get(size)
@@ -376,8 +380,11 @@ class GpuEngine:
             batch = self._pending.setdefault(size, [])
             slot.marks = []
             self._mark(slot.marks, 'start')
-            copy_async(ws.raw_row(len(batch)), source[0], source[1],
-                       cupy.cuda.runtime.memcpyHostToDevice, self.stream)
+            if fetch is None:
+                copy_async(ws.raw_row(len(batch)), source[0], source[1],
+                           cupy.cuda.runtime.memcpyHostToDevice, self.stream)
+            else:
+                fetch(ws.raw_row(len(batch)), self.stream)
             slot.uploaded.record(self.stream)
             slot.upload_pending = True
             self._mark(slot.marks, 'upload')
@@ -397,6 +404,7 @@ class GpuEngine:
         anything is enqueued. Never synchronizes (except to reuse the slot's
         own staging buffer while its previous upload is still in flight).
         """
+        armed.cancel(self)
         size, frame, copy, source = self._stage(msg, slot)
         if copy is not None:
             self._copier.copy([copy])
@@ -406,12 +414,25 @@ class GpuEngine:
         """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
         if not (getattr(previous, 'submitted', False) and getattr(slot, 'submitted', False)):
             raise DescriptorLayoutError('both slots must hold submitted frames before matching')
+        armed.cancel(self)
         if previous.pending or slot.pending or self._queued:
             self._queued.append((previous, slot, self.tensor_cores))
         else:
             with self.cupy.cuda.Device(self.gpu), self.stream:
                 self._enqueue_matches([(previous, slot, self.tensor_cores)])
         slot.matched = True
+
+    def arm(self, like, slot, previous=None):
+        """
+        Enqueue the next frame (laid out like ``like``) into ``slot`` before it comes.
+
+        The frame's whole chain, matched against ``previous`` if given, waits
+        on the device behind a gate that the ``submit_group([msg], [slot],
+        previous, chain=True)`` of a fitting frame opens; anything else
+        cancels it (:mod:`.armed`). Returns whether it was armed. ``slot`` is
+        reserved for that frame: do not read it before submitting into it.
+        """
+        return armed.arm(self, like, slot, previous)
 
     def submit_group(self, msgs, slots, previous=None, chain=False, start_event=None):
         """
@@ -432,6 +453,9 @@ class GpuEngine:
             raise ValueError(f'{len(msgs)} messages for {len(slots)} slots')
         if len({id(s) for s in slots}) != len(slots):
             raise ValueError('a slot appears twice in one group')
+        if self._armed is not None and armed.fire(self, msgs, slots, previous, chain):
+            return
+        self.last_start_event = start_event
         t0 = time.perf_counter()
         staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
         self._copier.copy([copy for _, _, copy, _ in staged if copy is not None])
@@ -459,6 +483,7 @@ class GpuEngine:
         """
         cupy = self.cupy
         tensor_cores = self.tensor_cores
+        armed.cancel(self)
         self.flush()
         with cupy.cuda.Device(self.gpu), self.stream:
             sides = []
@@ -487,15 +512,19 @@ class GpuEngine:
 
     def synchronize(self):
         """Flush, then one stream synchronization for every outstanding slot."""
+        armed.cancel(self)
         self.flush()
         with self.cupy.cuda.Device(self.gpu):
             self.stream.synchronize()
 
     def _fetch(self, slots, kinds):
         """Copy the results ``kinds`` of ``slots`` to the host (one sync); ``{(id, kind): r}``."""
+        if self._armed is not None and any(s is self._armed.slot for s in slots):
+            armed.cancel(self)
         with self.cupy.cuda.Device(self.gpu):
             found = host_results.fetch(slots, kinds, self.copy_stream, self.stream,
-                                       flush=lambda slot: self._waiting(slot) and self.flush())
+                                       flush=lambda slot: self._waiting(slot) and self.flush(),
+                                       behind_done=self._armed is not None)
         for slot in slots:  # their uploads passed before the copies waited for
             if getattr(slot, 'submitted', False):
                 slot.upload_source = None

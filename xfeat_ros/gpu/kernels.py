@@ -35,6 +35,7 @@ MATCH_WIDTHS = (64, 128)
 # Entry points of every kernel file (each file's header comment names them too).
 ENTRY_POINTS = {
     'preprocess.cu': ('decode_resize',),
+    'gate.cu': ('gate_wait',),
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
@@ -98,8 +99,13 @@ RANSAC_SCORE_MODELS = RANSAC_SCORE_THREADS * RANSAC_SCORE_PER_THREAD  # models p
 RANSAC_REFINE_THREADS = 256  # ransac_refine.cu: threads of its one block
 RANSAC_REFINE_SHARED_POINTS = 8192  # ransac_refine.cu: most matches in shared memory
 RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (not injected)
+# The gate of a frame enqueued ahead of its image (gate.cu, xfeat_ros.gpu.armed): the
+# values of its word of pinned host memory (open and cancelled both let the stream go).
+GATE_CLOSED, GATE_OPEN, GATE_CANCELLED = 0, 1, 2
+GATE_POLL_NS = 256          # gate.cu gate_wait: sleep between two reads of the word
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
+    'gate.cu': (('GATE_CLOSED', GATE_CLOSED), ('GATE_POLL_NS', GATE_POLL_NS)),
     'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),
                   ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS),
                   ('RANK_SPLIT', RANK_SPLIT), ('RANK_TILE', RANK_TILE)),
@@ -184,6 +190,11 @@ def preprocess_variant():
     return KernelVariant('preprocess.cu', (), EXACT_OPTIONS)
 
 
+def gate_variant():
+    """Hold a stream until the host opens a gate (a frame enqueued ahead of its image)."""
+    return KernelVariant('gate.cu', LAUNCH_DEFINES['gate.cu'], BASE_OPTIONS)
+
+
 def frame_table_defines(*fields):
     """``FT_FIELDS`` and ``FT_<NAME>`` (word index) macros of the frame-table fields named."""
     return (('FT_FIELDS', FRAME_FIELDS),) + tuple(
@@ -265,7 +276,8 @@ def backbone_variant():
 
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
-    return ([preprocess_variant(), detect_variant(), describe_variant(), backbone_variant()]
+    return ([preprocess_variant(), gate_variant(), detect_variant(), describe_variant(),
+             backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS]
             + [match_tc_variant(width) for width in MATCH_WIDTHS]
             + [match_refine_variant(width) for width in MATCH_WIDTHS]
@@ -287,6 +299,12 @@ def _raw_module(variant, device_id):
 def preprocess_module(device_id=0):
     """Compiled ``preprocess.cu`` on a device (memoized)."""
     return _raw_module(preprocess_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def gate_module(device_id=0):
+    """Compiled ``gate.cu`` on a device (memoized)."""
+    return _raw_module(gate_variant(), device_id)
 
 
 @functools.lru_cache(maxsize=None)

@@ -127,6 +127,15 @@ def decode_resize(raw, info, height, width, step, big_endian, out, stream):
     decode_frames(raw, 0, info, height, width, step, big_endian, out, stream, 1)
 
 
+# -- the gate of an armed chain (xfeat_ros.gpu.armed) ---------------------------------------
+
+def gate_wait(gate_ptr, expire_ns, stream):
+    """Hold ``stream`` until the pinned gate word at ``gate_ptr`` is opened (or expires)."""
+    kernel = function(kernels.gate_module(_device_id()), 'gate_wait')
+    with stream:
+        kernel((1,), (1,), (np.uint64(gate_ptr), np.uint64(expire_ns)))
+
+
 # -- frame tables ---------------------------------------------------------------------------
 
 def pack_scales(scale_w, scale_h):

@@ -78,15 +78,17 @@ def copy_to_host(requests, stream):
     return event, views
 
 
-def copy_early_and_late(requests, early_stream, stream):
+def copy_early_and_late(requests, early_stream, stream, behind_done=False):
     """
     Enqueue ``requests`` (of :func:`result_parts`) in two :func:`copy_to_host` passes.
 
     A slot's features whose batch recorded ``described`` (after its
     description and keypoint counts) go on ``early_stream`` behind that
     event, beside the work still queued on ``stream`` (matching, checks);
-    everything else on ``stream``. Returns ``[(requests, (event, views))]``,
-    one entry per non-empty pass.
+    everything else on ``stream``, or with ``behind_done`` on
+    ``early_stream`` behind each slot's ``done`` event (``stream`` may hold
+    an armed chain's closed gate, :mod:`.armed`). Returns ``[(requests,
+    (event, views))]``, one entry per non-empty pass.
     """
     early, late = [], []
     for request in requests:
@@ -98,7 +100,11 @@ def copy_early_and_late(requests, early_stream, stream):
         for _, slot, _ in early:
             early_stream.wait_event(slot.described)
         copies.append((early, copy_to_host(early, early_stream)))
-    if late:
+    if late and behind_done:
+        for _, slot, _ in late:
+            early_stream.wait_event(slot.done)
+        copies.append((late, copy_to_host(late, early_stream)))
+    elif late:
         copies.append((late, copy_to_host(late, stream)))
     return copies
 
@@ -114,7 +120,7 @@ def assemble(kind, slot, arrays):
                        arrays[2][:m], verified)
 
 
-def fetch(slots, kinds, early_stream, stream, flush):
+def fetch(slots, kinds, early_stream, stream, flush, behind_done=False):
     """
     Copy the results ``kinds`` of ``slots`` to the host; ``{(id(slot), kind): result}``.
 
@@ -122,7 +128,8 @@ def fetch(slots, kinds, early_stream, stream, flush):
     engine. A slot still at work copies its whole capacity at once (no wait
     for its counts first). Features of a described batch go on
     ``early_stream`` as soon as their batch is described, beside the matching
-    and the checks; the rest follows ``stream``. One wait per copy block.
+    and the checks; the rest follows ``stream`` (``behind_done``: see
+    :func:`copy_early_and_late`). One wait per copy block.
     """
     requests = []
     for slot in slots:
@@ -131,7 +138,7 @@ def fetch(slots, kinds, early_stream, stream, flush):
         if wanted:
             flush(slot)
             requests.extend(result_parts(slot, wanted, slot.done.done))
-    copies = copy_early_and_late(requests, early_stream, stream)
+    copies = copy_early_and_late(requests, early_stream, stream, behind_done)
     for _, (event, _) in copies:
         event.synchronize()
     return {(id(slot), kind): assemble(kind, slot, arrays)

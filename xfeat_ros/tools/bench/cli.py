@@ -58,6 +58,9 @@ def _pipeline_args(parser, cpu):
     parser.add_argument('--unchecked', action='store_true',
                         help='also time our GPU engine without its device epipolar check of '
                              'the matches (the RANSAC of the tracks), as upstream matches')
+    parser.add_argument('--armed', action='store_true',
+                        help='also time our GPU engine at one frame in flight with each next '
+                             'frame enqueued before it comes (GpuEngine.arm)')
     parser.add_argument('--no-machine-rates', action='store_true',
                         help='skip measuring the GPU FP32 matmul and copy rates')
 

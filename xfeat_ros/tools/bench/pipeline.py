@@ -29,6 +29,8 @@ DEFAULT_RESOLUTIONS = '640x480,1280x720,1920x1080'
 DEFAULT_IN_FLIGHT = '1,2,4,8,16'
 DEFAULT_BASELINE_IN_FLIGHT = '1,8'
 UNCHECKED = 'xfeat_ros (no epipolar check)'  # --unchecked: what upstream's match does
+ARMED = 'xfeat_ros (armed)'  # --armed: each next frame enqueued before it comes (one in flight)
+ARMED_UNCHECKED = 'xfeat_ros (armed, no epipolar check)'
 
 
 def parse_ints(text):
@@ -98,12 +100,16 @@ class EngineContender:
     host's time to stage the bytes and to enqueue the group.
     """
 
-    def __init__(self, engine, max_in_flight, label='xfeat_ros', epipolar=None):
+    def __init__(self, engine, max_in_flight, label='xfeat_ros', epipolar=None, arm=False):
         """
         Allocate two sets of ``max_in_flight`` slots (a round's and the previous round's).
 
         ``epipolar`` (True / False) sets the GPU engine's device check of the
-        matches before each group; None keeps the engine's setting.
+        matches before each group; None keeps the engine's setting. ``arm``:
+        after a one-frame group, the next frame is armed
+        (:meth:`xfeat_ros.gpu.engine.GpuEngine.arm`, into the next round's
+        slot) while this one's results are fetched; its device times then
+        start where its gate opened.
         """
         self.engine = engine
         self.name = label
@@ -114,6 +120,7 @@ class EngineContender:
         self.parity = 0
         self.previous = None
         self.grouped = hasattr(engine, 'submit_group') and hasattr(engine, 'results')
+        self.arm = bool(arm) and hasattr(engine, 'arm')
         self.timer = (DeviceTimer('cupy', engine.stream, engine.gpu) if self.on_gpu
                       else DeviceTimer())
         self.work_start = None
@@ -126,12 +133,18 @@ class EngineContender:
         """Forget the previous frame (new resolution)."""
         self.previous = None
 
+    def finish(self):
+        """Cancel the frame armed last (nobody submits it), so no later wait stands behind it."""
+        if self.arm:
+            self.engine.synchronize()
+
     def run(self, msgs):
         """Process ``msgs`` as one group; a dict of its times (s) and counts."""
         engine = self.engine
         slots = self.sets[self.parity][:len(msgs)]
         self.parity ^= 1
         extra = {}
+        started = None
         if self.epipolar is not None:
             engine.epipolar = self.epipolar
         t0 = time.perf_counter()
@@ -140,6 +153,11 @@ class EngineContender:
             engine.submit_group(msgs, slots, previous=self.previous, chain=True,
                                 start_event=self.work_start)
             self.timer.stop()
+            started = getattr(engine, 'last_start_event', None)
+            if started is self.work_start:
+                started = None  # not through an armed chain
+            if self.arm and len(msgs) == 1:
+                engine.arm(msgs[0], self.sets[self.parity][0], previous=slots[-1])
             extra = {'host_stage': engine.last_group_seconds['stage'],
                      'host_enqueue': engine.last_group_seconds['enqueue']}
             results = engine.results(slots)
@@ -157,8 +175,10 @@ class EngineContender:
         device = self.timer.elapsed_s()
         if self.work_start is not None:
             import cupy
-            extra['device_work'] = cupy.cuda.get_elapsed_time(self.work_start,
+            extra['device_work'] = cupy.cuda.get_elapsed_time(started or self.work_start,
                                                               self.timer.events[1]) / 1e3
+            if started is not None:  # the timer's start was enqueued behind the chain
+                device = extra['device_work']
         features, matches = results[-1]
         return dict(extra, wall=wall, device=device, keypoints=len(features.keypoints),
                     matches=None if matches is None else len(matches.idx0))
@@ -250,6 +270,8 @@ def time_contenders(contenders, msgs, in_flight, frames, warmup, interleave=Fals
         group = [msgs[(r * in_flight + j) % len(msgs)] for j in range(in_flight)]
         for contender in turn:
             out = contender.run(group)
+            if r == warm_rounds + rounds - 1 and hasattr(contender, 'finish'):
+                contender.finish()
             last[id(contender)] = out
             if r < warm_rounds:
                 continue
@@ -339,6 +361,12 @@ def run_pipeline(args):
     if unchecked:
         contenders.append((EngineContender(engine, max(in_flight), UNCHECKED, epipolar=False),
                            in_flight))
+    armed = args.armed and hasattr(engine, 'arm') and 1 in in_flight
+    if armed:
+        contenders.append((EngineContender(engine, 1, ARMED, epipolar=True, arm=True), [1]))
+        if unchecked:
+            contenders.append((EngineContender(engine, 1, ARMED_UNCHECKED, epipolar=False,
+                                               arm=True), [1]))
     contenders.append((reference_contender(weights, device, args.top_k, args.threshold,
                                            args.min_cossim), baseline_n))
     if args.upstream:
@@ -401,13 +429,25 @@ def run_pipeline(args):
         sys.stdout.write(f'  machine rates: {results["machine_rates"]}\n')
     results['ratios'] = pipeline_ratios(results['results'])
     results['best'] = best_against_best(results['results'])
+    labels = [label for label, wanted in ((UNCHECKED, unchecked), (ARMED, armed),
+                                          (ARMED_UNCHECKED, armed and unchecked)) if wanted]
+    for label in labels:
+        results['ratios'] += pipeline_ratios(results['results'], label)
     if unchecked:
-        results['ratios'] += pipeline_ratios(results['results'], UNCHECKED)
         results['best'] += best_against_best(results['results'], UNCHECKED)
+    if armed:
+        results['arm_counts'] = dict(engine.arm_counts)
+        results['settings']['armed'] = (
+            'one frame in flight; after each frame is submitted the next one is armed '
+            '(its whole chain enqueued behind a gate in pinned memory) before the results '
+            'of this one are fetched; the next submit writes its bytes and opens the gate. '
+            'device / device_work start where the gate opened')
     write_json(args.json, results)
     sys.stdout.write('\n' + pipeline_table(results))
-    if unchecked:
-        sys.stdout.write('\n' + pipeline_table(results, UNCHECKED))
+    for label in labels:
+        sys.stdout.write('\n' + pipeline_table(results, label))
+    if armed:
+        sys.stdout.write(f'  armed chains: {results["arm_counts"]}\n')
     for entry in results['ratios'] if args.repeat > 1 else []:
         runs = ', '.join(f'{name[:-len("_over_ours")]}/ours {entry[name]:.2f}x '
                          f'({" ".join(f"{v:.2f}" for v in entry[name + "_runs"])})'

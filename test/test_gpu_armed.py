@@ -1,0 +1,370 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+Frames enqueued before their image comes (:mod:`xfeat_ros.gpu.armed`).
+
+An armed chain runs the same kernels on the same bytes as a frame submitted
+the ordinary way, so its results are equal bit for bit; a frame that does not
+fit and every other call of the engine cancel it, and no call waits behind a
+gate the host has not opened (each is run with a deadline shorter than the
+gate's own expiry, so a wait would fail the test instead of passing late).
+
+GPU tests carry ``@pytest.mark.gpu`` and are skipped (with the reason) where
+CuPy or a CUDA device is missing. The host-only tests at the end (which calls
+fire an armed chain, the bytes staged before the gate opens) run on CI.
+"""
+
+import threading
+import time
+from types import SimpleNamespace
+
+from golden_util import GOLDEN_IMAGES
+import numpy as np
+import pytest
+from xfeat_ros.errors import ImageLayoutError
+from xfeat_ros.gpu import armed, kernels
+from xfeat_ros.image_codec import raw_image
+from xfeat_ros.image_files import read_image
+
+DEADLINE_S = 3.0  # well under armed.DEVICE_LIFETIME_NS: a wait behind the gate fails
+assert DEADLINE_S * 1e9 < armed.DEVICE_LIFETIME_NS
+
+
+@pytest.fixture(scope='module')
+def engine(weights_npz):
+    """Build one PyTorch-backed GPU engine, module-scoped so that graphs are captured once."""
+    from xfeat_ros.gpu.engine import create_gpu_engine
+    return create_gpu_engine('pytorch', str(weights_npz), 0, 4096, 0.05, 0.82)
+
+
+def tum_messages(shared_dir, encoding='rgb8'):
+    """Return the four TUM golden frames (640x480) as Image messages."""
+    frames = [read_image(shared_dir / 'data' / GOLDEN_IMAGES[s])[0]
+              for s in list(GOLDEN_IMAGES)[3:7]]
+    if encoding == 'mono8':
+        frames = [f.mean(axis=2).astype(np.uint8)[:, :, None] for f in frames]
+    return [raw_image(f, encoding) for f in frames]
+
+
+def within_deadline(call):
+    """Run ``call()`` on a thread; fail if it has not returned within DEADLINE_S."""
+    out = {}
+    thread = threading.Thread(target=lambda: out.setdefault('value', call()), daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert not thread.is_alive(), 'the call waited behind a closed gate'
+    return out.get('value')
+
+
+def run_sequence(engine, msgs, arm):
+    """Each frame alone, chained to the one before; with ``arm`` each next one armed first."""
+    slots = [engine.alloc_slot(), engine.alloc_slot()]
+    previous, out = None, []
+    counts = dict(engine.arm_counts)
+    for i, msg in enumerate(msgs):
+        slot = slots[i % 2]
+        engine.submit_group([msg], [slot], previous=previous, chain=True)
+        if arm and i + 1 < len(msgs):  # arm() must not wait behind its own gate either
+            assert within_deadline(lambda: engine.arm(msgs[i + 1], slots[(i + 1) % 2],
+                                                      previous=slot))
+        out.append(within_deadline(lambda: engine.results([slot])[0]))
+        previous = slot
+    if arm:
+        fired = len(msgs) - 1
+        assert engine.arm_counts == {'armed': counts['armed'] + fired,
+                                     'fired': counts['fired'] + fired,
+                                     'cancelled': counts['cancelled']}
+    return out
+
+
+def assert_same_results(got, want):
+    """Bit-for-bit equal features and matches (with the check's mask)."""
+    assert len(got) == len(want)
+    for (fa, ma), (fb, mb) in zip(got, want):
+        assert fa.image_hw == fb.image_hw
+        for name in ('keypoints', 'scores', 'descriptors'):
+            np.testing.assert_array_equal(getattr(fa, name), getattr(fb, name), err_msg=name)
+        assert (ma is None) == (mb is None)
+        if ma is not None:
+            for name in ('idx0', 'idx1', 'similarity', 'verified'):
+                np.testing.assert_array_equal(getattr(ma, name), getattr(mb, name),
+                                              err_msg=name)
+
+
+def pooled(engine, msg, offset):
+    """``msg`` with its pixels in one of the engine's pinned image buffers, at ``offset``."""
+    data = np.frombuffer(msg.data, np.uint8)
+    buffer = engine.image_buffer(data.size + offset)
+    buffer[offset:offset + data.size] = data
+    return SimpleNamespace(**{**vars(msg), 'data': memoryview(
+        buffer[offset:offset + data.size]).toreadonly()})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('encoding', ['rgb8', 'mono8'])
+def test_armed_frames_equal_ordinary_frames(engine, shared_dir, encoding):
+    msgs = tum_messages(shared_dir, encoding) * 2
+    want = run_sequence(engine, msgs, arm=False)
+    assert sum(len(m.idx0) for _, m in want[1:]) > 0
+    assert_same_results(run_sequence(engine, msgs, arm=True), want)
+
+
+@pytest.mark.gpu
+def test_armed_frames_from_image_buffers_equal_ordinary_frames(engine, shared_dir):
+    """Pixels taken into pinned image buffers (as the node takes them, at any offset)."""
+    msgs = tum_messages(shared_dir)
+    want = run_sequence(engine, msgs, arm=False)
+    got = run_sequence(engine, [pooled(engine, m, 100 * (i % 2)) for i, m in enumerate(msgs)],
+                       arm=True)
+    assert_same_results(got, want)
+
+
+@pytest.mark.gpu
+def test_settings_changed_between_arm_and_frame_take_the_ordinary_path(engine, shared_dir):
+    msgs = tum_messages(shared_dir)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    assert engine.arm(msgs[1], b, previous=a)
+    engine.epipolar = False
+    try:
+        cancelled = engine.arm_counts['cancelled']
+        within_deadline(lambda: engine.submit_group([msgs[1]], [b], previous=a, chain=True))
+        assert engine.arm_counts['cancelled'] == cancelled + 1
+        _, matches = within_deadline(lambda: engine.results([b])[0])
+        assert matches.verified is None  # run unchecked, as asked at submission
+    finally:
+        engine.epipolar = True
+
+
+def _cancelling_calls(engine, msgs, features):
+    a, b, c = (engine.alloc_slot() for _ in range(3))
+    return a, b, {
+        'synchronize': lambda: engine.synchronize(),
+        'configure': lambda: engine.configure(top_k=engine.top_k),
+        'match_features': lambda: engine.match_features(features, features),
+        'submit': lambda: engine.submit(msgs[2], c),
+        'submit_match': lambda: engine.submit_match(a, a),
+        'results of the reserved slot': lambda: engine.results([b]),
+        'another slot': lambda: engine.submit_group([msgs[1]], [c], previous=a, chain=True),
+        'another previous': lambda: engine.submit_group([msgs[1]], [b], chain=True),
+        'another layout': lambda: engine.submit_group([msgs[3]], [b], previous=a, chain=True),
+    }
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('call', ['synchronize', 'configure', 'match_features', 'submit',
+                                  'submit_match', 'results of the reserved slot',
+                                  'another slot', 'another previous', 'another layout'])
+def test_other_calls_cancel_the_armed_chain_instead_of_waiting(engine, shared_dir, call):
+    msgs = tum_messages(shared_dir)
+    msgs[3] = tum_messages(shared_dir, 'mono8')[3]
+    features = engine.results([_submitted(engine, msgs[0])])[0][0]
+    a, b, calls = _cancelling_calls(engine, msgs, features)
+    engine.submit_group([msgs[0]], [a], chain=True)
+    assert engine.arm(msgs[1], b, previous=a)
+    cancelled = engine.arm_counts['cancelled']
+    within_deadline(calls[call])
+    assert engine.arm_counts['cancelled'] == cancelled + 1 and engine._armed is None
+    within_deadline(engine.synchronize)
+    if call in ('another previous', 'another layout'):  # b now holds that frame
+        assert within_deadline(lambda: engine.results([b]))[0][0] is not None
+    else:
+        assert within_deadline(lambda: engine.results([b])) == [(None, None)]
+    # the engine goes on: the next frame equals the same frame submitted alone
+    d = engine.alloc_slot()
+    engine.submit_group([msgs[2]], [d], previous=a, chain=True)
+    got = within_deadline(lambda: engine.results([d]))
+    want = run_sequence(engine, [msgs[0], msgs[2]], arm=False)[1:]
+    assert_same_results(got, want)
+
+
+def _submitted(engine, msg):
+    slot = engine.alloc_slot()
+    engine.submit(msg, slot)
+    return slot
+
+
+@pytest.mark.gpu
+def test_a_bad_frame_cancels_with_its_typed_error(engine, shared_dir):
+    msgs = tum_messages(shared_dir)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    assert engine.arm(msgs[1], b, previous=a)
+    short = SimpleNamespace(**{**vars(msgs[1]), 'data': msgs[1].data[:-7]})
+    with pytest.raises(ImageLayoutError):
+        engine.submit_group([short], [b], previous=a, chain=True)
+    assert engine._armed is None
+    within_deadline(engine.synchronize)
+
+
+@pytest.mark.gpu
+def test_an_old_gate_is_never_opened(engine, shared_dir, monkeypatch):
+    """Past its host lifetime a chain is cancelled; past its device lifetime it ran on."""
+    msgs = tum_messages(shared_dir)
+    want = run_sequence(engine, msgs[:2], arm=False)
+    monkeypatch.setattr(armed, 'HOST_LIFETIME_S', 0.0)
+    monkeypatch.setattr(armed, 'DEVICE_LIFETIME_NS', 1_000_000)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    first = within_deadline(lambda: engine.results([a]))
+    assert engine.arm(msgs[1], b, previous=a)
+    within_deadline(engine.stream.synchronize)  # the wait kernel gave up by itself
+    counts = dict(engine.arm_counts)
+    engine.submit_group([msgs[1]], [b], previous=a, chain=True)
+    assert engine.arm_counts['fired'] == counts['fired']
+    assert engine.arm_counts['cancelled'] == counts['cancelled'] + 1
+    assert_same_results(first + within_deadline(lambda: engine.results([b])), want)
+
+
+@pytest.mark.gpu
+def test_a_slow_arm_is_never_fired(engine, shared_dir, monkeypatch):
+    """
+    The gate's age counts from before its wait was enqueued.
+
+    An ``arm()`` held up after enqueuing the wait (here a sleep in the flush,
+    as a synchronizing allocation behind the closed gate held it until the
+    gate expired, in a fresh process on the H200 machine) must not be fired:
+    the device may have passed the gate already.
+    """
+    msgs = tum_messages(shared_dir)
+    want = run_sequence(engine, msgs[:2], arm=False)
+    monkeypatch.setattr(armed, 'HOST_LIFETIME_S', 0.2)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    first = within_deadline(lambda: engine.results([a]))
+    run_batch = engine._run_batch
+    monkeypatch.setattr(engine, '_run_batch',
+                        lambda *args: (time.sleep(0.3), run_batch(*args)))
+    assert engine.arm(msgs[1], b, previous=a)
+    monkeypatch.setattr(engine, '_run_batch', run_batch)
+    counts = dict(engine.arm_counts)
+    engine.submit_group([msgs[1]], [b], previous=a, chain=True)
+    assert engine.arm_counts['fired'] == counts['fired']
+    assert engine.arm_counts['cancelled'] == counts['cancelled'] + 1
+    assert_same_results(first + within_deadline(lambda: engine.results([b])), want)
+
+
+@pytest.mark.gpu
+def test_arm_is_refused_where_it_cannot_hold(engine, shared_dir, monkeypatch):
+    msgs = tum_messages(shared_dir)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    other = raw_image(np.zeros((288, 352, 3), np.uint8), 'rgb8')  # a model size never run
+    assert not engine.arm(other, b)
+    engine.submit_group([msgs[0]], [a], chain=True)
+    assert not engine.arm(msgs[1], a, previous=a)
+    assert not engine.arm(msgs[1], b, previous=engine.alloc_slot())  # nothing in it
+    monkeypatch.setattr(engine, 'profile', True)  # stage events: launches made one by one
+    assert not engine.arm(msgs[1], b, previous=a)
+    monkeypatch.setattr(engine, 'profile', False)
+    assert engine.arm(msgs[1], b, previous=a)
+    within_deadline(engine.synchronize)
+    assert engine._armed is None
+
+
+# -- the gate's kernels --------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gate_wait_holds_the_stream_until_opened(cp, stream):
+    from xfeat_ros.gpu import ops
+    from xfeat_ros.gpu.buffers import PinnedBuffer
+    gate = PinnedBuffer(8, np.uint64)
+    for value in (kernels.GATE_OPEN, kernels.GATE_CANCELLED):
+        gate.array[0] = kernels.GATE_CLOSED
+        ops.gate_wait(gate.ptr, 10 ** 10, stream)
+        after = cp.cuda.Event(disable_timing=True)
+        after.record(stream)
+        assert not after.done  # held (the kernel polls for 10 s unless opened)
+        gate.array[0] = value
+        within_deadline(after.synchronize)
+    gate.array[0] = kernels.GATE_CLOSED
+    ops.gate_wait(gate.ptr, 2_000_000, stream)  # 2 ms: gives up by itself
+    within_deadline(stream.synchronize)
+
+
+# -- host only (CI) ------------------------------------------------------------------------------
+
+class FakeEngine:
+    """What :func:`armed.fire` and :func:`armed.cancel` touch of an engine."""
+
+    def __init__(self):
+        self.top_k, self.threshold, self.min_cossim = 4096, 0.05, 0.82
+        self.epipolar, self.tensor_cores = True, True
+        self.arm_counts = {'armed': 0, 'fired': 0, 'cancelled': 0}
+        self._image_pool = None
+        self._copier = SimpleNamespace(copy=lambda copies: [np.copyto(d, s) for d, s in copies])
+        self.last_start_event = None
+        self.last_group_seconds = {}
+
+
+class GateLog(np.ndarray):
+    """The gate's word, logging what was in the staging buffer each time it was written."""
+
+    def __setitem__(self, index, value):
+        self.log.append((int(value), self.staging.array.copy()))
+        super().__setitem__(index, value)
+
+
+def armed_fake(like, age_s=0.0):
+    engine = FakeEngine()
+    slot, previous = SimpleNamespace(submitted=True, matched=True), object()
+    staging = SimpleNamespace(array=np.zeros(like.step * like.height, np.uint8), ptr=4096)
+    gate = np.zeros(1, np.uint64).view(GateLog)
+    gate.log, gate.staging = [], staging
+    engine._armed = armed.Armed(
+        (armed.layout_key(like), armed.settings_key(engine)), slot, previous,
+        SimpleNamespace(array=gate, ptr=64), staging, like.step * like.height,
+        armed.time.monotonic() - age_s, 'started')
+    return engine, slot, previous, gate, staging
+
+
+def small(encoding='rgb8', value=9):
+    return raw_image(np.full((4, 6, 3 if encoding == 'rgb8' else 1), value, np.uint8),
+                     encoding)
+
+
+def test_a_fitting_frame_writes_its_bytes_then_opens_the_gate():
+    msg = small()
+    engine, slot, previous, gate, staging = armed_fake(msg)
+    assert armed.fire(engine, [msg], [slot], previous, True)
+    assert len(gate.log) == 1 and gate.log[0][0] == kernels.GATE_OPEN
+    np.testing.assert_array_equal(gate.log[0][1], np.frombuffer(msg.data, np.uint8))
+    assert engine._armed is None and engine.last_start_event == 'started'
+    assert engine.arm_counts == {'armed': 0, 'fired': 1, 'cancelled': 0}
+    assert slot.submitted  # holds the frame
+
+
+@pytest.mark.parametrize('change', ['slot', 'previous', 'unchained', 'two frames', 'layout',
+                                    'settings', 'age'])
+def test_anything_else_cancels_and_leaves_the_ordinary_path(change):
+    msg = small()
+    engine, slot, previous, gate, _ = armed_fake(msg, age_s=10.0 if change == 'age' else 0.0)
+    msgs, slots, before, chain = [msg], [slot], previous, True
+    if change == 'slot':
+        slots = [SimpleNamespace()]
+    elif change == 'previous':
+        before = object()
+    elif change == 'unchained':
+        chain = False
+    elif change == 'two frames':
+        msgs, slots = [msg, msg], [slot, SimpleNamespace()]
+    elif change == 'layout':
+        msgs = [small('mono8')]
+    elif change == 'settings':
+        engine.threshold = 0.1
+    assert not armed.fire(engine, msgs, slots, before, chain)
+    assert [value for value, _ in gate.log] == [kernels.GATE_CANCELLED]
+    assert engine._armed is None and not slot.submitted and not slot.matched
+    assert engine.arm_counts == {'armed': 0, 'fired': 0, 'cancelled': 1}
+
+
+def test_a_bad_frame_is_refused_with_its_typed_error_after_the_cancel():
+    msg = small()
+    engine, slot, previous, gate, _ = armed_fake(msg)
+    bad = SimpleNamespace(**{**vars(msg), 'data': msg.data[:-1]})
+    with pytest.raises(ImageLayoutError):
+        armed.fire(engine, [bad], [slot], previous, True)
+    assert gate[0] == kernels.GATE_CANCELLED and engine._armed is None
+
+
+def test_the_host_gives_up_on_a_gate_before_the_device_does():
+    assert armed.HOST_LIFETIME_S * 1e9 <= armed.DEVICE_LIFETIME_NS / 2

@@ -1,0 +1,178 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+A camera's next frame enqueued on the device before its image exists.
+
+At one frame in flight the host's launches stand between an image and its
+results: ~0.18 ms of enqueue at 640x480 on the H200 machine, during which the
+device waits (bench/NOTES.md, thirteenth session). :func:`arm` enqueues the
+whole chain of a camera's next frame while the device still works on the
+current one - the upload from the slot's pinned staging buffer, decode,
+backbone, detection, description, the match against the previous frame and
+its check - behind a *gate* (``kernels/gate.cu``): a word of pinned host
+memory that a one-thread kernel polls. When the frame comes and fits what was
+armed (the same slot and previous slot, image layout and settings),
+:func:`fire` copies its bytes into that staging buffer and opens the gate:
+nothing is launched on the critical path.
+
+Anything else asked of the engine first cancels an armed chain
+(:func:`cancel`), so that no host wait ever stands behind a closed gate: the
+cancelled chain runs on the stale bytes of the staging buffer into the
+reserved slot, which holds no frame afterwards. A gate the
+host has not opened within :data:`HOST_LIFETIME_S` is never opened; its wait
+kernel gives up after :data:`DEVICE_LIFETIME_NS` (a camera that stopped does
+not hold the stream for ever), and the frame takes the ordinary path.
+
+Only a backbone that enqueues without synchronizing and has its graph for one
+frame of that size already (``ready()``, the PyTorch backbone) can be armed.
+"""
+
+from dataclasses import dataclass
+import time
+
+import numpy as np
+
+from xfeat_ros.errors import ImageError
+from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu.buffers import copy_async, message_bytes, PinnedBuffer
+from xfeat_ros.image_codec import validate_layout
+from xfeat_ros.preprocess import model_size
+
+HOST_LIFETIME_S = 2.5        # the host opens a gate at most this long after arming it
+DEVICE_LIFETIME_NS = 5_000_000_000  # gate_wait gives up after this (> HOST_LIFETIME_S)
+
+
+@dataclass(eq=False)
+class Armed:
+    """What an armed chain was enqueued for, and where its image goes."""
+
+    key: tuple          # layout and settings a frame must have to fire it
+    slot: object
+    previous: object    # slot it is matched against, or None
+    gate: PinnedBuffer  # uint64 [1]
+    staging: PinnedBuffer  # the slot's pinned bytes that the chain uploads
+    nbytes: int
+    armed_at: float     # time.monotonic()
+    started: object     # CUDA event recorded when the gate opened (the frame's device start)
+
+
+def layout_key(msg):
+    """Return the fields of an Image message that an armed chain depends on."""
+    return (int(msg.height), int(msg.width), int(msg.step), str(msg.encoding),
+            bool(msg.is_bigendian))
+
+
+def settings_key(engine):
+    """Return the engine settings an armed chain is enqueued with."""
+    return (engine.top_k, engine.threshold, engine.min_cossim, engine.epipolar,
+            engine.tensor_cores)
+
+
+def armable(engine, size):
+    """Return the workspace of model ``size`` if a chain can be armed on it now, else None."""
+    ready = getattr(engine.backbone, 'ready', None)
+    ws = engine._workspaces.get(size)
+    if (engine.profile or ready is None or ws is None or ws.detect.capacity < engine.top_k
+            or not ready(ws.image[:1], ws.outputs(1))):
+        return None
+    return ws
+
+
+def arm(engine, like, slot, previous=None):
+    """
+    Enqueue a frame laid out like ``like`` into ``slot`` (matched against ``previous``).
+
+    Returns whether the chain was armed (see the module docstring for when
+    it is not). ``slot`` is reserved for that frame; the caller must not read
+    it until it submitted the frame (or the chain was cancelled).
+    """
+    cancel(engine)
+    engine.flush()
+    height, width, step, encoding, big_endian = layout_key(like)
+    info = validate_layout(encoding, height, width, step, step * height)
+    size = model_size(height, width)
+    ws = armable(engine, size)
+    if ws is None or slot is previous or (previous is not None and not (
+            previous.submitted and not engine._waiting(previous))):
+        return False
+    nbytes = step * height
+    cupy = engine.cupy
+    with cupy.cuda.Device(engine.gpu), engine.stream:
+        engine._fit_slot(slot)
+        staging = slot.staging_for(nbytes)  # waits (rarely) for the slot's last upload
+        gate = PinnedBuffer(8, np.uint64)
+        gate.array[0] = kernels.GATE_CLOSED
+        # The flush behind the gate takes a small pinned block for its counts: one freed
+        # into CuPy's pool now is what it gets, instead of a page-locked allocation, which
+        # synchronizes implicitly and would wait for this very gate (bench/NOTES.md).
+        PinnedBuffer(4, np.int32)
+        started = cupy.cuda.Event()
+        frame = (slot, height, width, info, step, big_endian)
+        # Stamped before the wait is enqueued: whatever blocks below, the host never opens
+        # a gate the device may have given up on (HOST_LIFETIME_S < DEVICE_LIFETIME_NS).
+        armed_at = time.monotonic()
+
+        def fetch(dst, stream):
+            ops.gate_wait(gate.ptr, DEVICE_LIFETIME_NS, stream)
+            started.record(stream)
+            copy_async(dst, staging.ptr, nbytes, cupy.cuda.runtime.memcpyHostToDevice,
+                       stream)
+        engine._enqueue_upload(size, frame, (staging.ptr, nbytes), fetch=fetch)
+        # the gate goes back to CuPy's pinned pool only once its chain has read it
+        passed = cupy.cuda.Event(disable_timing=True)
+        passed.record(engine.stream)
+        engine._in_flight.append((passed, gate))
+    if previous is not None:
+        engine.submit_match(previous, slot)
+    engine.flush()
+    engine._armed = Armed((layout_key(like), settings_key(engine)), slot, previous, gate,
+                          staging, nbytes, armed_at, started)
+    engine.arm_counts['armed'] += 1
+    return True
+
+
+def cancel(engine):
+    """Open an armed gate as cancelled; its slot then holds no frame."""
+    armed = engine._armed
+    if armed is None:
+        return
+    engine._armed = None
+    armed.gate.array[0] = kernels.GATE_CANCELLED
+    armed.slot.submitted = False
+    armed.slot.matched = False
+    engine.arm_counts['cancelled'] += 1
+
+
+def fire(engine, msgs, slots, previous, chain):
+    """
+    Run a ``submit_group`` call through the armed chain if it fits; return whether it did.
+
+    A call that does not fit cancels the chain (the caller then takes the
+    ordinary path). A message with a bad layout raises its typed error after
+    the cancel, as the ordinary path would.
+    """
+    armed = engine._armed
+    fits = (len(msgs) == 1 and slots[0] is armed.slot
+            and (previous if chain else None) is armed.previous
+            and time.monotonic() - armed.armed_at < HOST_LIFETIME_S
+            and (layout_key(msgs[0]), settings_key(engine)) == armed.key)
+    if not fits:
+        cancel(engine)
+        return False
+    t0 = time.perf_counter()
+    msg = msgs[0]
+    data = message_bytes(msg.data)
+    try:
+        validate_layout(msg.encoding, msg.height, msg.width, msg.step, data.size)
+    except ImageError:
+        cancel(engine)
+        raise
+    nbytes = armed.nbytes
+    engine._copier.copy([(armed.staging.array[:nbytes], data[:nbytes])])
+    t1 = time.perf_counter()
+    armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)
+    engine._armed = None
+    engine.arm_counts['fired'] += 1
+    engine.last_start_event = armed.started
+    engine.last_group_seconds = {'stage': t1 - t0, 'enqueue': time.perf_counter() - t1}
+    return True
