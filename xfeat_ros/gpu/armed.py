@@ -86,6 +86,8 @@ def arm(engine, like, slot, previous=None):
     it is not). ``slot`` is reserved for that frame; the caller must not read
     it until it submitted the frame (or the chain was cancelled).
     """
+    marks = [('start', time.perf_counter())]
+    engine.last_arm_seconds = None
     cancel(engine)
     engine.flush()
     height, width, step, encoding, big_endian = layout_key(like)
@@ -111,6 +113,7 @@ def arm(engine, like, slot, previous=None):
         # Stamped before the wait is enqueued: whatever blocks below, the host never opens
         # a gate the device may have given up on (HOST_LIFETIME_S < DEVICE_LIFETIME_NS).
         armed_at = time.monotonic()
+        marks.append(('prepared', time.perf_counter()))
 
         def fetch(dst, stream):
             ops.gate_wait(gate.ptr, DEVICE_LIFETIME_NS, stream)
@@ -118,13 +121,20 @@ def arm(engine, like, slot, previous=None):
             copy_async(dst, staging.ptr, nbytes, cupy.cuda.runtime.memcpyHostToDevice,
                        stream)
         engine._enqueue_upload(size, frame, (staging.ptr, nbytes), fetch=fetch)
+        marks.append(('chain', time.perf_counter()))  # behind the closed gate from here on
         # the gate goes back to CuPy's pinned pool only once its chain has read it
         passed = cupy.cuda.Event(disable_timing=True)
         passed.record(engine.stream)
         engine._in_flight.append((passed, gate))
     if previous is not None:
         engine.submit_match(previous, slot)
+    marks.append(('match', time.perf_counter()))
     engine.flush()
+    marks.append(('flush', time.perf_counter()))
+    # Seconds of each step, for the probe: a step near DEVICE_LIFETIME_NS blocked behind the
+    # gate it had just enqueued (an implicitly synchronizing call), naming the culprit.
+    engine.last_arm_seconds = {name: round(t - marks[i][1], 6)
+                               for i, (name, t) in enumerate(marks[1:])}
     engine._armed = Armed((layout_key(like), settings_key(engine)), slot, previous, gate,
                           staging, nbytes, armed_at, started)
     engine.arm_counts['armed'] += 1

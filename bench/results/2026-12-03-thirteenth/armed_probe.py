@@ -41,7 +41,8 @@ def run(engine, msgs, arm, arm_seconds=None):
         if arm and i + 1 < len(msgs):
             t0 = time.perf_counter()
             engine.arm(msgs[i + 1], slots[(i + 1) % 2], previous=slot)
-            arm_seconds.append(round(time.perf_counter() - t0, 4))
+            arm_seconds.append((round(time.perf_counter() - t0, 4),
+                                getattr(engine, 'last_arm_seconds', None)))
         out.append(engine.results([slot])[0][0])
         previous = slot
     return out
