@@ -214,3 +214,20 @@ def convert_pixels(pixels, encoding, target):
     if target == 'mono8':
         return pixels.mean(axis=2, keepdims=True).round().astype('uint8'), target
     return pixels, 'rgb8'
+
+
+@dataclass(frozen=True)
+class ImageLayout:
+    """An image message's layout fields without its pixels (what a GPU chain is armed for)."""
+
+    height: int
+    width: int
+    step: int
+    encoding: str
+    is_bigendian: int
+
+    @classmethod
+    def of(cls, msg):
+        """Return the layout of an ``Image`` message or :class:`xfeat_ros.cdr.ImageView`."""
+        return cls(int(msg.height), int(msg.width), int(msg.step), str(msg.encoding),
+                   int(msg.is_bigendian))

@@ -88,6 +88,11 @@ PARAMETERS = {
         type=ParameterType.PARAMETER_BOOL, read_only=True,
         description='when the GPU engine fails at run time (out of memory, CUDA error), '
                     'reprocess on the CPU and go on; false: stop the node cleanly')),
+    'arm_next_frame': (_SCHEDULER.arm_next_frame, ParameterDescriptor(
+        type=ParameterType.PARAMETER_BOOL, read_only=True,
+        description='one camera on the GPU engine: after each frame, enqueue the next one on '
+                    'the device behind a gate, so that a frame reaching the idle engine starts '
+                    'without the host launching its chain')),
     'diagnostics_period_s': _float('period of /diagnostics status messages (0: off)', 1.0,
                                    0.0, 60.0),
     'input_qos_depth': _int('history depth of the image subscriptions', 5, 1, 1000),
@@ -219,7 +224,7 @@ def engine_config(params):
 def scheduler_config(params):
     """Return the :class:`SchedulerConfig` of the node's parameter values."""
     return SchedulerConfig(params['max_frames_in_flight'], params['queue_size'],
-                           params['fallback_to_cpu'])
+                           params['fallback_to_cpu'], params['arm_next_frame'])
 
 
 def output_config(params):

@@ -20,6 +20,16 @@ frame beyond that drops the oldest queued one (counted ``dropped_queue_full``),
 and a finished group waits for the output thread in a hand-off of one group,
 so a frame's latency stays bounded by about two engine periods.
 
+Arming (``arm_next_frame``, an engine with ``arm``: the GPU engine): when the
+only camera's one-frame group has been published and nothing waits, the output
+thread enqueues that camera's next frame on the engine before it exists
+(:meth:`xfeat_ros.gpu.engine.GpuEngine.arm`, the chain behind a gate on the
+device) into a slot reserved for it; a next frame that fits is then submitted
+into that slot with its match chained, which opens the gate instead of
+launching the chain. Anything else (another camera, a new size, new settings)
+releases the slot, and the engine cancels the chain on its next call. Calls on
+the engine hold one lock, so arming never overlaps a group.
+
 Engine failures: only the engine's device errors
 (:func:`xfeat_ros.engine.device_errors`) move a GPU engine to the CPU engine
 (``fallback_to_cpu``), which reprocesses the group; without a fallback the
@@ -38,6 +48,7 @@ from xfeat_ros.core.report import Reporter
 from xfeat_ros.core.stream import Done
 from xfeat_ros.engine import cpu_engine, device_errors, expect_groups, group_submit
 from xfeat_ros.errors import DeviceError, ImageError
+from xfeat_ros.image_codec import ImageLayout
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.pipeline import MatchResult
 
@@ -57,6 +68,7 @@ class SchedulerConfig:
     max_frames_in_flight: int = MAX_FRAMES_IN_FLIGHT
     queue_size: int = QUEUE_SIZE
     fallback_to_cpu: bool = True
+    arm_next_frame: bool = True
 
 
 @dataclass(eq=False)
@@ -66,6 +78,7 @@ class _Last:
     slot: object
     features: object
     shape: tuple
+    like: object = None  # its image's :class:`ImageLayout`: what an armed next frame has
 
 
 class Scheduler:
@@ -103,6 +116,9 @@ class Scheduler:
         self._pool = []        # free slots of the current generation
         self._generation = 0   # bumped when settings or the engine change
         self._last = {}        # camera -> _Last
+        self._armed = None     # (camera, slot, shape) of the frame armed on the engine
+        self._claimed = {}     # id(item) -> the armed slot its frame goes into
+        self._engine_lock = threading.Lock()  # one caller of the engine at a time
         self._threads = []
         expect_groups(engine, self.largest_group())
 
@@ -174,6 +190,8 @@ class Scheduler:
             self._cond.notify_all()
         for thread in self._threads:
             thread.join(timeout)
+        with self._engine_lock:
+            self._drop_armed()  # no gate left closed on the device behind the node
         with self._cond:
             for name, queue in self._queues.items():
                 if queue:
@@ -264,6 +282,7 @@ class Scheduler:
                                       key='output', period_s=5.0)
                 finally:
                     self._settle(1)
+            self._arm_after(group)
 
     # -- the engine stage (also called directly by xfeat_offline) ---------------------------------
     def process(self, group):
@@ -274,27 +293,79 @@ class Scheduler:
         out. On a device error the CPU fallback reprocesses the group, or
         :class:`EngineFailure` is raised.
         """
-        self._apply_settings()
-        for _ in range(2):  # the engine, then (after a fallback) the CPU engine
-            try:
-                done = self._run(group, dict(self._last))
-                break
-            except device_errors(self.engine) as exc:
-                self._fall_back(exc)
-        else:
-            raise EngineFailure(f'the fallback engine failed too: {self.fallback}')
-        if self.stereo is not None:
-            for frame in done:
-                self.stereo.offer(frame, self._match_pair)
+        with self._engine_lock:
+            self._apply_settings()
+            for _ in range(2):  # the engine, then (after a fallback) the CPU engine
+                try:
+                    done = self._run(group, dict(self._last))
+                    break
+                except device_errors(self.engine) as exc:
+                    self._fall_back(exc)
+            else:
+                raise EngineFailure(f'the fallback engine failed too: {self.fallback}')
+            if self.stereo is not None:
+                for frame in done:
+                    self.stereo.offer(frame, self._match_pair)
         now = time.monotonic()
         for frame in done:
             frame.item.marks['results'] = now
         return done
 
+    def _arm_after(self, group):
+        """
+        Arm the only camera's next frame after its one-frame ``group`` was published.
+
+        Only when nothing waits or runs (a frame arriving meanwhile waits for
+        the engine lock, then fires the chain if it fits). A failure to arm
+        costs nothing but the lead: it is reported and the next frame takes
+        the ordinary path.
+        """
+        if len(group) != 1 or not self._arming():
+            return
+        arm = self.engine.arm
+        camera = group[0].item.camera
+        with self._engine_lock:
+            with self._cond:
+                if (not self._running or self._in_flight or any(self._queues.values())
+                        or self._pending):
+                    return
+            entry = self._last.get(camera)
+            if entry is None or entry.slot is None or entry.like is None or self._armed:
+                return
+            slot = self._slot()
+            try:
+                armed = arm(entry.like, slot, previous=entry.slot)
+            except Exception:  # noqa: B902 - arming is an optimisation; the frame path stays
+                armed = False
+                self.report.error('arming the next frame failed (the next frame takes the '
+                                  f'ordinary path):\n{traceback.format_exc()}', key='arm',
+                                  period_s=5.0)
+            if armed:
+                self._armed = (camera, slot, entry.shape)
+                self.streams[camera].count('next_frame_armed')
+            else:
+                self._release(slot)
+
+    def _arming(self):
+        """Tell whether this scheduler arms next frames: on, one camera, an engine that can."""
+        return (self.config.arm_next_frame and len(self.streams) == 1 and self.stereo is None
+                and getattr(self.engine, 'arm', None) is not None)
+
+    def _drop_armed(self):
+        """Forget the armed frame (its slot back to the pool); the engine cancels its chain."""
+        armed, self._armed = self._armed, None
+        if armed is not None:
+            self.streams[armed[0]].count('armed_frame_unused')
+            disarm = getattr(self.engine, 'disarm', None)
+            if disarm is not None:
+                disarm()
+            self._release(armed[1])
+
     def _apply_settings(self):
         with self._cond:
             pending, self._pending = self._pending, {}
         if pending:
+            self._drop_armed()
             self.engine.configure(**pending)
             if self.engine_config is not None:
                 self.engine_config = replace(self.engine_config, **pending)
@@ -315,9 +386,18 @@ class Scheduler:
     def _run(self, group, last):
         """Submit, synchronize, read back; commit the cameras' newest slots on success."""
         engine = self.engine
-        taken = self._submit_group(group, last) if group_submit(engine) else None
-        if taken is None:
-            taken = self._submit_each(group, last)
+        armed, self._armed = self._armed, None
+        if armed is not None and [(i.camera, i.shape) for i in group] == [armed[::2]]:
+            self._claimed[id(group[0])] = armed[1]
+        elif armed is not None:
+            self._release(armed[1])  # the engine cancels the chain at its next call
+            self.streams[armed[0]].count('armed_frame_unused')
+        try:
+            taken = self._submit_group(group, last) if group_submit(engine) else None
+            if taken is None:
+                taken = self._submit_each(group, last)
+        finally:
+            self._claimed.clear()
         submitted = time.monotonic()
         engine.synchronize()
         synchronized = time.monotonic()
@@ -344,7 +424,9 @@ class Scheduler:
         previous = last.get(item.camera)
         if previous is not None and previous.shape != item.shape:
             previous = None
-        entry = _Last(self._slot(), None, item.shape)
+        slot = self._claimed.pop(id(item), None)
+        entry = _Last(self._slot() if slot is None else slot, None, item.shape,
+                      ImageLayout.of(item.msg))
         last[item.camera] = entry
         return entry, previous
 
@@ -373,14 +455,19 @@ class Scheduler:
             for _, entry, _ in taken:
                 self._release(entry.slot)
             return None  # a previous frame without a slot: submitted one by one
+        # One frame after its camera's previous one goes with its match in one call: the
+        # form an armed chain (the same slot and previous slot) is fired by.
+        chained = (len(taken) == 1 and taken[0][2] is not None and self._arming())
         try:
             group_submit(self.engine)([item.msg for item, _, _ in taken],
-                                      [entry.slot for _, entry, _ in taken])
+                                      [entry.slot for _, entry, _ in taken],
+                                      **({'previous': taken[0][2].slot, 'chain': True}
+                                         if chained else {}))
         except ImageError:
             for _, entry, _ in taken:
                 self._release(entry.slot)
             return None
-        for _, entry, previous in taken:
+        for _, entry, previous in taken if not chained else ():
             if previous is not None:
                 self.engine.submit_match(previous.slot, entry.slot)
         last.update(trial)
@@ -411,6 +498,7 @@ class Scheduler:
         self.report.error(f'{where} failed: {exc!r}; falling back to onnxruntime on the CPU')
         self.fallback = f'{engine.name} on {engine.device} failed ({type(exc).__name__}); on CPU'
         self.engine = self.make_cpu_engine(self.engine_config)
+        self._armed = None  # on the failed engine
         self._generation += 1
         self._pool.clear()
         # Host features stay valid; the failed engine's slots do not.

@@ -434,6 +434,10 @@ class GpuEngine:
         """
         return armed.arm(self, like, slot, previous)
 
+    def disarm(self):
+        """Cancel an armed chain, if any (its slot then holds no frame)."""
+        armed.cancel(self)
+
     def submit_group(self, msgs, slots, previous=None, chain=False, start_event=None):
         """
         Submit ``msgs`` into ``slots`` (same length) as one group, then flush.
