@@ -150,20 +150,29 @@ def test_the_next_frame_of_a_single_camera_fires_its_armed_chain(scripted):
     assert slots[0] is not None
 
 
-def test_a_frame_that_does_not_fit_releases_the_reserved_slot(scripted):
-    engine = ArmingEngine(scripted)
+def first_armed_then(engine, scripted, step):
+    """Run one camera's frame '0' until its next frame is armed, then ``step``; stop."""
     scheduler, streams, done = build(engine)
     scheduler.start()
     try:
         put(scheduler, streams, '0')
         engine.wait_for(1, 'armed')
+        step(scheduler, streams, done)
+    finally:
+        scheduler.stop()
+    return streams, done
+
+
+def test_a_frame_that_does_not_fit_releases_the_reserved_slot(scripted):
+    engine = ArmingEngine(scripted)
+
+    def step(scheduler, streams, done):
         put(scheduler, streams, 'big1', shape=(480, 640))  # a new size: not what was armed
         done.wait(2)
         engine.wait_for(2, 'armed')
         put(scheduler, streams, 'big2', shape=(480, 640))
         done.wait(3)
-    finally:
-        scheduler.stop()
+    streams, done = first_armed_then(engine, scripted, step)
     assert engine.events[:5] == ['armed', 'cancelled', 'armed', 'fired', 'armed']
     assert done[1].matches is None and len(done[2].matches) == 200
     assert engine.allocated <= 4  # the released slot was used again, not leaked
@@ -188,17 +197,13 @@ def test_nothing_is_armed_for_several_cameras_or_when_switched_off(scripted):
 
 def test_new_settings_cancel_the_armed_frame(scripted):
     engine = ArmingEngine(scripted)
-    scheduler, streams, done = build(engine)
-    scheduler.start()
-    try:
-        put(scheduler, streams, '0')
-        engine.wait_for(1, 'armed')
+
+    def step(scheduler, streams, done):
         scheduler.configure(top_k=100)
         put(scheduler, streams, '1')
         done.wait(2)
         engine.wait_for(2, 'armed')
-    finally:
-        scheduler.stop()
+    _, done = first_armed_then(engine, scripted, step)
     assert engine.events[:3] == ['armed', 'cancelled', 'disarmed']
     assert 'fired' not in engine.events[:4]
     assert len(done[1].matches) == 200  # still matched, on the ordinary path

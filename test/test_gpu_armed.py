@@ -119,12 +119,18 @@ def test_armed_frames_from_image_buffers_equal_ordinary_frames(engine, shared_di
     assert_same_results(got, want)
 
 
-@pytest.mark.gpu
-def test_settings_changed_between_arm_and_frame_take_the_ordinary_path(engine, shared_dir):
-    msgs = tum_messages(shared_dir)
+def submit_then_arm(engine, msgs):
+    """Submit frame 0 into a new slot and arm frame 1 into another; return both slots."""
     a, b = engine.alloc_slot(), engine.alloc_slot()
     engine.submit_group([msgs[0]], [a], chain=True)
     assert engine.arm(msgs[1], b, previous=a)
+    return a, b
+
+
+@pytest.mark.gpu
+def test_settings_changed_between_arm_and_frame_take_the_ordinary_path(engine, shared_dir):
+    msgs = tum_messages(shared_dir)
+    a, b = submit_then_arm(engine, msgs)
     engine.epipolar = False
     try:
         cancelled = engine.arm_counts['cancelled']
@@ -187,14 +193,30 @@ def _submitted(engine, msg):
 @pytest.mark.gpu
 def test_a_bad_frame_cancels_with_its_typed_error(engine, shared_dir):
     msgs = tum_messages(shared_dir)
-    a, b = engine.alloc_slot(), engine.alloc_slot()
-    engine.submit_group([msgs[0]], [a], chain=True)
-    assert engine.arm(msgs[1], b, previous=a)
+    a, b = submit_then_arm(engine, msgs)
     short = SimpleNamespace(**{**vars(msgs[1]), 'data': msgs[1].data[:-7]})
     with pytest.raises(ImageLayoutError):
         engine.submit_group([short], [b], previous=a, chain=True)
     assert engine._armed is None
     within_deadline(engine.synchronize)
+
+
+def fire_unfitting(engine, msgs, want, arm):
+    """
+    Submit frame 0, ``arm()`` frame 1 behind it, then submit frame 1 into the armed slot.
+
+    The gate is expected to be too old by then: the submit must cancel the chain and take
+    the ordinary path, with the same results as without arming (``want``).
+    """
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    first = within_deadline(lambda: engine.results([a]))
+    arm(a, b)
+    counts = dict(engine.arm_counts)
+    engine.submit_group([msgs[1]], [b], previous=a, chain=True)
+    assert engine.arm_counts['fired'] == counts['fired']
+    assert engine.arm_counts['cancelled'] == counts['cancelled'] + 1
+    assert_same_results(first + within_deadline(lambda: engine.results([b])), want)
 
 
 @pytest.mark.gpu
@@ -204,16 +226,11 @@ def test_an_old_gate_is_never_opened(engine, shared_dir, monkeypatch):
     want = run_sequence(engine, msgs[:2], arm=False)
     monkeypatch.setattr(armed, 'HOST_LIFETIME_S', 0.0)
     monkeypatch.setattr(armed, 'DEVICE_LIFETIME_NS', 1_000_000)
-    a, b = engine.alloc_slot(), engine.alloc_slot()
-    engine.submit_group([msgs[0]], [a], chain=True)
-    first = within_deadline(lambda: engine.results([a]))
-    assert engine.arm(msgs[1], b, previous=a)
-    within_deadline(engine.stream.synchronize)  # the wait kernel gave up by itself
-    counts = dict(engine.arm_counts)
-    engine.submit_group([msgs[1]], [b], previous=a, chain=True)
-    assert engine.arm_counts['fired'] == counts['fired']
-    assert engine.arm_counts['cancelled'] == counts['cancelled'] + 1
-    assert_same_results(first + within_deadline(lambda: engine.results([b])), want)
+
+    def arm(a, b):
+        assert engine.arm(msgs[1], b, previous=a)
+        within_deadline(engine.stream.synchronize)  # the wait kernel gave up by itself
+    fire_unfitting(engine, msgs, want, arm)
 
 
 @pytest.mark.gpu
@@ -229,19 +246,14 @@ def test_a_slow_arm_is_never_fired(engine, shared_dir, monkeypatch):
     msgs = tum_messages(shared_dir)
     want = run_sequence(engine, msgs[:2], arm=False)
     monkeypatch.setattr(armed, 'HOST_LIFETIME_S', 0.2)
-    a, b = engine.alloc_slot(), engine.alloc_slot()
-    engine.submit_group([msgs[0]], [a], chain=True)
-    first = within_deadline(lambda: engine.results([a]))
     run_batch = engine._run_batch
-    monkeypatch.setattr(engine, '_run_batch',
-                        lambda *args: (time.sleep(0.3), run_batch(*args)))
-    assert engine.arm(msgs[1], b, previous=a)
-    monkeypatch.setattr(engine, '_run_batch', run_batch)
-    counts = dict(engine.arm_counts)
-    engine.submit_group([msgs[1]], [b], previous=a, chain=True)
-    assert engine.arm_counts['fired'] == counts['fired']
-    assert engine.arm_counts['cancelled'] == counts['cancelled'] + 1
-    assert_same_results(first + within_deadline(lambda: engine.results([b])), want)
+
+    def arm(a, b):
+        monkeypatch.setattr(engine, '_run_batch',
+                            lambda *args: (time.sleep(0.3), run_batch(*args)))
+        assert engine.arm(msgs[1], b, previous=a)
+        monkeypatch.setattr(engine, '_run_batch', run_batch)
+    fire_unfitting(engine, msgs, want, arm)
 
 
 @pytest.mark.gpu
