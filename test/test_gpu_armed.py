@@ -239,9 +239,9 @@ def test_a_slow_arm_is_never_fired(engine, shared_dir, monkeypatch):
     The gate's age counts from before its wait was enqueued.
 
     An ``arm()`` held up after enqueuing the wait (here a sleep in the flush,
-    as a synchronizing allocation behind the closed gate held it until the
-    gate expired, in a fresh process on the H200 machine) must not be fired:
-    the device may have passed the gate already.
+    as a graph capture behind the closed gate held it until the gate expired,
+    in a fresh process on the H200 machine) must not be fired: the device may
+    have passed the gate already.
     """
     msgs = tum_messages(shared_dir)
     want = run_sequence(engine, msgs[:2], arm=False)
@@ -254,6 +254,38 @@ def test_a_slow_arm_is_never_fired(engine, shared_dir, monkeypatch):
         assert engine.arm(msgs[1], b, previous=a)
         monkeypatch.setattr(engine, '_run_batch', run_batch)
     fire_unfitting(engine, msgs, want, arm)
+
+
+@pytest.mark.gpu
+def test_no_graph_is_captured_behind_the_gate(engine, shared_dir, monkeypatch):
+    """
+    A capture waits while a kernel runs: behind the gate it would wait for its expiry.
+
+    New slots make a new pair (a match graph never captured): ``arm()`` must capture
+    it, and detection's graph, before it enqueues the gate, and nothing after.
+    """
+    from xfeat_ros.gpu import ops
+    log = []
+    capture_cached, gate_wait = ops.capture_cached, ops.gate_wait
+
+    def capture_logged(cache, key, *args):
+        log.append('capture' if key not in cache else 'cached')
+        return capture_cached(cache, key, *args)
+
+    def gate_logged(*args):
+        log.append('gate')
+        return gate_wait(*args)
+    monkeypatch.setattr(ops, 'capture_cached', capture_logged)
+    monkeypatch.setattr(ops, 'gate_wait', gate_logged)
+    msgs = tum_messages(shared_dir)
+    a, b = engine.alloc_slot(), engine.alloc_slot()
+    engine.submit_group([msgs[0]], [a], chain=True)
+    del log[:]
+    assert within_deadline(lambda: engine.arm(msgs[1], b, previous=a))
+    assert 'capture' in log[:log.index('gate')]  # the new pair's match graph
+    assert log[log.index('gate') + 1:] == ['cached', 'cached']  # detection, match: replays
+    within_deadline(lambda: engine.submit_group([msgs[1]], [b], previous=a, chain=True))
+    assert within_deadline(lambda: engine.results([b]))[0][1] is not None
 
 
 @pytest.mark.gpu

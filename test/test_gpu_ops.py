@@ -30,7 +30,8 @@ class FakeStream:
         self.capturing = False
         self.log.append('end')
         stream = self
-        return SimpleNamespace(launch=lambda on: stream.log.append(('launch', on is stream)))
+        return SimpleNamespace(launch=lambda on: stream.log.append(('launch', on is stream)),
+                               upload=lambda on: stream.log.append(('upload', on is stream)))
 
 
 def test_launch_cached_captures_once_replays_and_keeps_the_newest():
@@ -46,7 +47,18 @@ def test_launch_cached_captures_once_replays_and_keeps_the_newest():
     # captured (never run outside a capture) on first use: a, b, c, then a again (evicted)
     assert enqueued == [('a', True), ('b', True), ('c', True), ('a', True)]
     assert stream.log.count('begin') == 4 and stream.log.count(('launch', True)) == 5
+    assert stream.log.count(('upload', True)) == 4  # each new graph uploaded at its capture
     assert list(cache) == ['c', 'a']
+
+
+def test_capture_cached_captures_and_uploads_without_launching():
+    stream = FakeStream()
+    cache = OrderedDict()
+    for key in ('a', 'a'):
+        ops.capture_cached(cache, key, lambda: None, stream, max_graphs=2)
+    assert stream.log == ['begin', 'end', ('upload', True)] and list(cache) == ['a']
+    ops.launch_cached(cache, 'a', lambda: None, stream, max_graphs=2)
+    assert stream.log[3:] == [('launch', True)]  # replayed, not captured again
 
 
 def test_launch_cached_ends_a_failed_capture():

@@ -25,6 +25,9 @@ not hold the stream for ever), and the frame takes the ordinary path.
 
 Only a backbone that enqueues without synchronizing and has its graph for one
 frame of that size already (``ready()``, the PyTorch backbone) can be armed.
+Nothing that waits for the device may follow the gate: the chain's own graphs
+(detection, the match and its check) are captured before it, as a capture
+waits while a kernel runs.
 """
 
 from dataclasses import dataclass
@@ -102,11 +105,16 @@ def arm(engine, like, slot, previous=None):
     with cupy.cuda.Device(engine.gpu), engine.stream:
         engine._fit_slot(slot)
         staging = slot.staging_for(nbytes)  # waits (rarely) for the slot's last upload
+        # Capturing a graph waits while a kernel runs: behind the gate it would wait for
+        # the gate to expire (a fresh process's second arm() took 5.0 s on the H200
+        # machine, in the match graph's capture). Every graph the chain replays is
+        # captured and uploaded here, before the gate exists.
+        engine._capture_frame(ws, slot, previous)
         gate = PinnedBuffer(8, np.uint64)
         gate.array[0] = kernels.GATE_CLOSED
         # The flush behind the gate takes a small pinned block for its counts: one freed
         # into CuPy's pool now is what it gets, instead of a page-locked allocation, which
-        # synchronizes implicitly and would wait for this very gate (bench/NOTES.md).
+        # synchronizes implicitly and could wait for this very gate.
         PinnedBuffer(4, np.int32)
         started = cupy.cuda.Event()
         frame = (slot, height, width, info, step, big_endian)

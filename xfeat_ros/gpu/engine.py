@@ -229,6 +229,29 @@ class GpuEngine:
         else:
             ops.launch_cached(cache, key, enqueue, self.stream, MAX_GRAPHS)
 
+    def _capture(self, cache, key, enqueue):
+        """Capture (not run) the graph ``_launch`` would replay for ``key``, if graphs are on."""
+        if self.graphs and not self.profile:
+            ops.capture_cached(cache, key, enqueue, self.stream, MAX_GRAPHS)
+
+    def _capture_frame(self, ws, slot, previous):
+        """
+        Capture the graphs of a one-frame flush into ``slot`` (matched against ``previous``).
+
+        An armed chain calls this before its gate: capturing behind a running
+        gate kernel would wait until the gate expired (:mod:`.armed`).
+        """
+        k = self.top_k
+        if k > 0:
+            self._capture(ws.graphs, (1, k, self.threshold),
+                          lambda: self._detect_describe(ws, 1, k))
+        if previous is not None:
+            self._pairs.capture([(previous, slot, self.tensor_cores)], self._pair_settings())
+
+    def _pair_settings(self):
+        return PairSettings(self.min_cossim, self.epipolar, self._launch, self._capture,
+                            self._mark)
+
     def _mark(self, marks, name):
         if self.profile:
             event = self.cupy.cuda.Event()
@@ -296,8 +319,7 @@ class GpuEngine:
 
     def _enqueue_matches(self, pairs):
         """Enqueue ``[(previous, slot, tensor_cores)]`` as one graph (:mod:`.pair_graph`)."""
-        self._pairs.enqueue(pairs, PairSettings(self.min_cossim, self.epipolar, self._launch,
-                                                self._mark))
+        self._pairs.enqueue(pairs, self._pair_settings())
 
     def flush(self):
         """Enqueue every waiting batch (one backbone call per model size), then queued matches."""

@@ -385,13 +385,16 @@ def decode_batch(ws, batch, stream):
                       ws.image[row], stream)
 
 
-def launch_cached(cache, key, enqueue, stream, max_graphs):
+def capture_cached(cache, key, enqueue, stream, max_graphs):
     """
-    Launch ``cache``'s CUDA graph of ``key`` on ``stream``, capturing ``enqueue()`` first.
+    Return ``cache``'s CUDA graph of ``key``, capturing ``enqueue()`` on ``stream`` first.
 
-    The graph is captured on first use (nothing runs during the capture);
-    ``key`` must name every buffer and argument the launches bake in. The
-    cache (an OrderedDict) keeps the ``max_graphs`` most recently used.
+    A graph captured here is uploaded on ``stream`` at once, so that its first
+    launch has nothing left to set up. Capturing (and the instantiation that
+    ends it) waits for the device when a kernel is running, so an armed chain
+    captures its graphs before it enqueues its gate (:mod:`.armed`). The cache
+    (an OrderedDict) keeps the ``max_graphs`` most recently used; ``key`` must
+    name every buffer and argument the launches bake in.
     """
     graph = cache.get(key)
     if graph is None:
@@ -400,8 +403,18 @@ def launch_cached(cache, key, enqueue, stream, max_graphs):
             enqueue()
         finally:
             graph = stream.end_capture()
+        graph.upload(stream)
         cache[key] = graph
         while len(cache) > max_graphs:
             cache.popitem(last=False)
     cache.move_to_end(key)
-    graph.launch(stream)
+    return graph
+
+
+def launch_cached(cache, key, enqueue, stream, max_graphs):
+    """
+    Launch ``cache``'s CUDA graph of ``key`` on ``stream`` (:func:`capture_cached` first).
+
+    Nothing runs during a capture: the first launch is the first run.
+    """
+    capture_cached(cache, key, enqueue, stream, max_graphs).launch(stream)

@@ -53,9 +53,10 @@ TABLES_KEPT = 128
 BATCH_PAIRS = 8
 
 # What one enqueue of pairs uses of its engine: the matcher's threshold, whether every
-# match is checked, the graph capture and replay (``launch(cache, key, enqueue)``) and
-# the profiling events (``mark(marks, name)``).
-PairSettings = namedtuple('PairSettings', 'min_cossim epipolar launch mark')
+# match is checked, the graph capture and replay (``launch(cache, key, enqueue)``), the
+# capture alone (``capture(cache, key, enqueue)``) and the profiling events
+# (``mark(marks, name)``).
+PairSettings = namedtuple('PairSettings', 'min_cossim epipolar launch capture mark')
 
 
 class PairMatcher:
@@ -192,6 +193,24 @@ class PairMatcher:
             plan.append((pairs[at:at + size], (table, rows, cols, zeroed)))
         return plan
 
+    def _graph(self, pairs, settings):
+        """Return the graph key and the capturable enqueue of ``pairs`` (scratch sized now)."""
+        batched = self._batches(pairs, settings)
+        if batched is not None:
+            key, batches = batched
+            return key, lambda: self._match_batches(batches, settings)
+        rows = max(p.capacity for p, _, _ in pairs)
+        cols = max(s.capacity for _, s, _ in pairs)
+        if not self.scratch.fits(rows, cols, self.desc_dim):
+            self.scratch.ensure(rows, cols, self.desc_dim)
+        key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), settings.min_cossim,
+               self.scratch.generation, settings.epipolar)
+        return key, lambda: self._match_pairs(pairs, settings)
+
+    def capture(self, pairs, settings):
+        """Capture (and size the scratch of) what :meth:`enqueue` replays; run nothing."""
+        settings.capture(self.graphs, *self._graph(pairs, settings))
+
     def enqueue(self, pairs, settings):
         """
         Enqueue the matchings ``[(previous, slot, tensor_cores)]`` in order, as one graph.
@@ -199,18 +218,7 @@ class PairMatcher:
         ``settings``: a :data:`PairSettings`. Records each slot's ``done``
         after the pairs (and their checks).
         """
-        batched = self._batches(pairs, settings)
-        if batched is not None:
-            key, batches = batched
-            settings.launch(self.graphs, key, lambda: self._match_batches(batches, settings))
-        else:
-            rows = max(p.capacity for p, _, _ in pairs)
-            cols = max(s.capacity for _, s, _ in pairs)
-            if not self.scratch.fits(rows, cols, self.desc_dim):
-                self.scratch.ensure(rows, cols, self.desc_dim)
-            key = (tuple((p.token, s.token, tc) for p, s, tc in pairs), settings.min_cossim,
-                   self.scratch.generation, settings.epipolar)
-            settings.launch(self.graphs, key, lambda: self._match_pairs(pairs, settings))
+        settings.launch(self.graphs, *self._graph(pairs, settings))
         for _, slot, _ in pairs:
             slot.checked = settings.epipolar  # read by the result copies (graph replays too)
             slot.done.record(self.stream)
