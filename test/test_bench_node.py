@@ -3,6 +3,8 @@
 """xfeat_bench node mode: its parsers, the node's counts, Keypoints headers, a run end to end."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from test_bench_pipeline import run_bench
@@ -35,6 +37,21 @@ def test_node_wrapper_prefix():
     assert node.node_wrapper(None, '8x120') == []
     assert node.node_wrapper('py-spy record -o "/tmp/p {label}.txt" --', '8x120') == \
         ['py-spy', 'record', '-o', '/tmp/p 8x120.txt', '--']
+
+
+def test_node_param_reads_values_as_ros_does():
+    from xfeat_ros.tools.bench.cli import _node_param
+    assert _node_param('arm_next_frame:=false') == ('arm_next_frame', False)
+    assert _node_param('top_k:=1024') == ('top_k', 1024)
+    assert _node_param('cameras:=[a, b]') == ('cameras', ['a', 'b'])
+
+
+@pytest.mark.parametrize('text', ['arm_next_frame=false', ':=1', 'top_k:=[1'])
+def test_a_bad_node_param_is_one_line(text):
+    done = subprocess.run([sys.executable, '-m', 'xfeat_ros.tools.bench', 'node',
+                           '--node-param', text], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and 'Traceback' not in done.stderr
+    assert '--node-param' in done.stderr.strip().splitlines()[-1]
 
 
 def test_stage_medians_line():
@@ -116,6 +133,7 @@ class _Args:
     max_frames_in_flight = 8
     queue_size = 1
     descriptor_encoding = 'int8'
+    node_param = [('arm_next_frame', False)]
 
 
 def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
@@ -131,6 +149,7 @@ def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
     def fake_start(params, log, extra_args=(), wrapper=()):
         started.append((params['cameras'], tuple(extra_args)))
         assert params['descriptor_encoding'] == 'int8'  # --descriptor-encoding reaches each node
+        assert params['arm_next_frame'] is False  # and so does every --node-param
         return Child(len(started))
     monkeypatch.setattr(node, 'start_node_process', fake_start)
     group = node.NodeGroup(_Args(), [f'cam{i}' for i in range(8)], tmp_path, '8x120')

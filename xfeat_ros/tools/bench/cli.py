@@ -8,6 +8,8 @@ import logging
 import os
 from pathlib import Path
 
+import yaml
+
 from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.core.frontend import OutputConfig
@@ -31,6 +33,17 @@ def _at_least_one(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f'must be at least 1, got {value}')
     return value
+
+
+def _node_param(text):
+    """Argparse type: ``NAME:=VALUE`` (the value read as YAML, as ``ros2 run`` reads it)."""
+    name, sep, value = text.partition(':=')
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f'expected NAME:=VALUE, got {text!r}')
+    try:
+        return name.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise argparse.ArgumentTypeError(f'{name}: value {value!r} is not YAML') from None
 
 
 def _pipeline_args(parser, cpu):
@@ -128,6 +141,10 @@ def build_parser():
                       help='run the node under this command prefix, e.g. a profiler: '
                            '"py-spy record --gil -f raw -o /tmp/{label}.txt --" '
                            '({label}: the configuration)')
+    node.add_argument('--node-param', action='append', default=[], type=_node_param,
+                      metavar='NAME:=VALUE',
+                      help='an xfeat_node parameter for every node, over the benchmark\'s own '
+                           '(repeatable), e.g. arm_next_frame:=false')
     node.add_argument('--log-dir', help='node and publisher logs (default: a temporary folder)')
     dds.add_profile_argument(node)
     node.add_argument('--png', help='write the latency histogram here')

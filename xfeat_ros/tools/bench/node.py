@@ -163,7 +163,8 @@ def start_node(args, cameras, log, label='', name=None):
          'gpu': args.gpu, 'num_threads': args.threads, 'top_k': args.top_k,
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
          'descriptor_encoding': args.descriptor_encoding,
-         'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable'}, log,
+         'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable',
+         **dict(args.node_param)}, log,
         extra_args=('-r', f'__node:={name}') if name else (),
         wrapper=node_wrapper(args.node_wrapper, label))
 
@@ -412,6 +413,7 @@ def run_node(args):
                             'warmup_frames_per_camera': args.warmup_frames,
                             'publisher_processes': args.publisher_processes,
                             'node_processes': args.node_processes,
+                            'node_params': dict(args.node_param),
                             'images': str(args.images), 'ros_domain_id': domain,
                             'ros_automatic_discovery_range': 'LOCALHOST',
                             'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
