@@ -8,8 +8,6 @@ import logging
 import os
 from pathlib import Path
 
-import yaml
-
 from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.core.frontend import OutputConfig
@@ -25,6 +23,7 @@ from xfeat_ros.tools.bench.pipeline import (DEFAULT_BASELINE_IN_FLIGHT, DEFAULT_
                                             DEFAULT_RESOLUTIONS, run_pipeline)
 from xfeat_ros.tools.bench.publisher import ENCODINGS, RELIABLE_DEPTH, run_publisher
 from xfeat_ros.tools.bench.report import plot_latencies
+import yaml
 
 
 def _at_least_one(text):
@@ -143,7 +142,7 @@ def build_parser():
                            '({label}: the configuration)')
     node.add_argument('--node-param', action='append', default=[], type=_node_param,
                       metavar='NAME:=VALUE',
-                      help='an xfeat_node parameter for every node, over the benchmark\'s own '
+                      help="an xfeat_node parameter for every node, over the benchmark's own "
                            '(repeatable), e.g. arm_next_frame:=false')
     node.add_argument('--log-dir', help='node and publisher logs (default: a temporary folder)')
     dds.add_profile_argument(node)
