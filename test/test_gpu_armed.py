@@ -401,18 +401,6 @@ def test_anything_else_cancels_and_leaves_the_ordinary_path(change):
     assert engine.arm_counts == {'armed': 0, 'fired': 0, 'cancelled': 1}
 
 
-@pytest.mark.parametrize('fits', [True, False])
-def test_firing_or_cancelling_lets_the_image_pool_grow_again(fits):
-    from xfeat_ros.gpu.image_pool import ImagePool
-    msg = small()
-    engine, slot, previous, _, _ = armed_fake(msg)
-    engine._image_pool = ImagePool(lambda size: np.zeros(size, np.uint8))
-    engine._image_pool.stop_growing()  # as arm() leaves it
-    assert not engine._image_pool.owns(engine._image_pool.get(10))
-    assert armed.fire(engine, [msg], [slot], previous if fits else object(), True) == fits
-    assert engine._image_pool.owns(engine._image_pool.get(10))
-
-
 def test_a_bad_frame_is_refused_with_its_typed_error_after_the_cancel():
     msg = small()
     engine, slot, previous, gate, _ = armed_fake(msg)

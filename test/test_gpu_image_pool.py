@@ -50,18 +50,3 @@ def test_an_allocation_that_fails_gives_plain_memory():
     images = ImagePool(lambda size: None)
     spare = images.get(100)
     assert spare.size == 100 and not images.owns(spare) and images.stats() == (0, 0, 0)
-
-
-def test_stopped_it_hands_out_free_buffers_and_plain_memory_but_allocates_none():
-    allocated = []
-    images = ImagePool(lambda size: allocated.append(size) or np.zeros(size, np.uint8))
-    free = images.get(100)
-    address = free.__array_interface__['data'][0]
-    del free
-    images.stop_growing()  # an armed gate is shut: no page-locked allocation now
-    held = images.get(100)
-    assert held.__array_interface__['data'][0] == address  # the free one
-    spare = images.get(100)
-    assert not images.owns(spare) and allocated == [GRAIN]
-    images.resume_growing()
-    assert images.owns(images.get(100)) and allocated == [GRAIN, GRAIN]

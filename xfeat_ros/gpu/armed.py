@@ -118,8 +118,6 @@ def arm(engine, like, slot, previous=None):
         PinnedBuffer(4, np.int32)
         started = cupy.cuda.Event()
         frame = (slot, height, width, info, step, big_endian)
-        if engine._image_pool is not None:  # images come in plain memory while it is shut
-            engine._image_pool.stop_growing()
         # Stamped before the wait is enqueued: whatever blocks below, the host never opens
         # a gate the device may have given up on (HOST_LIFETIME_S < DEVICE_LIFETIME_NS).
         armed_at = time.monotonic()
@@ -153,7 +151,6 @@ def arm(engine, like, slot, previous=None):
 
 def cancel(engine):
     """Open an armed gate as cancelled; its slot then holds no frame."""
-    _resume_growing(engine)
     armed = engine._armed
     if armed is None:
         return
@@ -192,14 +189,8 @@ def fire(engine, msgs, slots, previous, chain):
     engine._copier.copy([(armed.staging.array[:nbytes], data[:nbytes])])
     t1 = time.perf_counter()
     armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)
-    _resume_growing(engine)
     engine._armed = None
     engine.arm_counts['fired'] += 1
     engine.last_start_event = armed.started
     engine.last_group_seconds = {'stage': t1 - t0, 'enqueue': time.perf_counter() - t1}
     return True
-
-
-def _resume_growing(engine):
-    if engine._image_pool is not None:
-        engine._image_pool.resume_growing()

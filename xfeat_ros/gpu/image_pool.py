@@ -55,7 +55,6 @@ class ImagePool:
         self._limit = int(limit_bytes)
         self._entries = []
         self._bytes = 0
-        self._growing = True
         self._lock = threading.Lock()
 
     def get(self, nbytes):
@@ -66,29 +65,13 @@ class ImagePool:
                 if entry.end - entry.start >= nbytes and _free(entry):
                     return entry.array
             size = -(-nbytes // GRAIN) * GRAIN
-            array = (self._allocate(size) if self._growing and self._bytes + size <= self._limit
-                     else None)
+            array = self._allocate(size) if self._bytes + size <= self._limit else None
             if array is None:
                 return np.empty(nbytes, np.uint8)  # not pooled: the engine copies it
             entry = _Entry(array)
             self._entries = self._entries + [entry]  # readers iterate a list never changed
             self._bytes += size
             return entry.array
-
-    def stop_growing(self):
-        """
-        Allocate no new buffer until :meth:`resume_growing` (free ones are still handed out).
-
-        Returns once an allocation under way has ended. An armed chain's gate
-        calls this before it closes: a page-locked allocation may wait while a
-        kernel runs (:mod:`xfeat_ros.gpu.armed`).
-        """
-        with self._lock:
-            self._growing = False
-
-    def resume_growing(self):
-        """Allocate new buffers again where none is free."""
-        self._growing = True
 
     def owns(self, view):
         """Tell whether the memory of ``view`` (an array) lies inside one of the buffers."""
