@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from xfeat_ros.errors import DescriptorLayoutError, XFeatError
-from xfeat_ros.match import check_descriptors, mutual_nn_match
+from xfeat_ros.match import check_descriptors, column_maximisers, mutual_nn_match
 
 SIM_ATOL = 1e-6
 
@@ -219,3 +219,17 @@ def test_check_then_match_round_trip():
     np.testing.assert_array_equal(idx0, np.arange(20))
     np.testing.assert_array_equal(idx1, np.arange(20))
     np.testing.assert_allclose(sim, 1.0, rtol=0, atol=SIM_ATOL)
+
+
+@pytest.mark.parametrize('rows', [1, 7, 300])
+def test_column_maximisers_counts_every_row_at_the_maximum(rows):
+    rng = np.random.default_rng(rows)
+    sim = rng.integers(0, 3, (rows, 50)).astype(np.float32)  # many ties
+    col_max = sim.max(axis=0)
+    got = column_maximisers(sim, col_max)
+    np.testing.assert_array_equal(got, np.count_nonzero(sim == col_max, axis=0))
+
+
+def test_column_maximisers_past_16_bits():
+    sim = np.ones((np.iinfo(np.uint16).max + 2, 2), dtype=np.float32)
+    assert column_maximisers(sim, sim.max(axis=0)).tolist() == [sim.shape[0]] * 2

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from xfeat_ros.postprocess import (
-    detect, heatmap_from_logits, keypoint_scores, l2_normalize, nms_keypoints,
+    cubic_weights, detect, heatmap_from_logits, keypoint_scores, l2_normalize, nms_keypoints,
     sample_bicubic, sample_bilinear, sample_coords, sample_descriptors, sample_nearest,
     simple_nms, top_k_keypoints)
 
@@ -242,6 +242,44 @@ def test_sampling_every_pixel_matches_grid_sample(mode, model_hw, div):
     np.testing.assert_allclose(SAMPLERS[mode](maps, kpts, model_hw),
                                torch_sample(maps, kpts, model_hw, mode), rtol=0,
                                atol=SAMPLE_TOL[mode])
+
+
+def masked_tap_bicubic(maps, kpts, model_hw):
+    """Bicubic sampling tap by tap from [C, H, W] with an inside mask (the earlier form)."""
+    u, v = sample_coords(kpts, model_hw, maps.shape[1:])
+    c0, r0 = np.floor(u), np.floor(v)
+    wu = cubic_weights((u - c0).astype(np.float32))
+    wv = cubic_weights((v - r0).astype(np.float32))
+    c0, r0 = c0.astype(np.int64), r0.astype(np.int64)
+    _, height, width = maps.shape
+
+    def tap(rows, cols):
+        inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+        values = maps[:, np.clip(rows, 0, height - 1), np.clip(cols, 0, width - 1)].T
+        return values * inside[:, None].astype(np.float32)
+    out = np.zeros((len(kpts), maps.shape[0]), dtype=np.float32)
+    for i in range(4):
+        row = np.zeros_like(out)
+        for j in range(4):
+            row += tap(r0 + i - 1, c0 + j - 1) * wu[:, j:j + 1]
+        out += row * wv[:, i:i + 1]
+    return out
+
+
+@pytest.mark.parametrize('model_hw,div', [((32, 32), 1), ((64, 96), 8), ((480, 640), 8),
+                                          ((240, 320), 8), ((64, 64), 4)],
+                         ids=lambda v: f'{v[0]}x{v[1]}' if isinstance(v, tuple) else f'div{v}')
+def test_bicubic_equals_the_masked_tap_form_bit_for_bit(model_hw, div):
+    """The channels-last gather changes the memory walk, not one rounding."""
+    rng = np.random.default_rng([model_hw[0], div, 11])
+    mh, mw = model_hw
+    maps = rng.standard_normal((64, mh // div, mw // div)).astype(np.float32)
+    kpts = np.concatenate([every_keypoint(model_hw), random_keypoints(rng, model_hw, 500)])
+    got = sample_bicubic(maps, kpts, model_hw)
+    want = masked_tap_bicubic(maps, kpts, model_hw)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert sample_bicubic(maps, kpts[:0], model_hw).shape == (0, 64)
 
 
 def test_nearest_last_column_and_row_read_outside():

@@ -52,10 +52,15 @@ def _window_max(x, radius, axis):
     pad = [(0, 0)] * x.ndim
     pad[axis] = (radius, radius)
     padded = np.pad(x, pad, constant_values=-np.inf)
-    out = np.full_like(x, -np.inf)
     n = x.shape[axis]
-    for offset in range(2 * radius + 1):
-        np.maximum(out, np.take(padded, np.arange(offset, offset + n), axis=axis), out=out)
+    window = [slice(None)] * x.ndim
+
+    def shifted(offset):  # a view of the padded array, ``offset`` along ``axis``
+        window[axis] = slice(offset, offset + n)
+        return padded[tuple(window)]
+    out = shifted(0).copy()
+    for offset in range(1, 2 * radius + 1):
+        np.maximum(out, shifted(offset), out=out)
     return out
 
 
@@ -141,20 +146,38 @@ def cubic_weights(t):
     return np.stack([far(t + one), near(t), near(one - t), far(2 * one - t)], axis=1)
 
 
+def zero_bordered_hwc(maps):
+    """[C, H, W] maps as [H + 2, W + 2, C], with a one-pixel border of zeros."""
+    channels, height, width = maps.shape
+    out = np.zeros((height + 2, width + 2, channels), dtype=np.float32)
+    out[1:-1, 1:-1] = maps.transpose(1, 2, 0)
+    return out
+
+
 def sample_bicubic(maps, keypoints, model_hw):
-    """Bicubic sample of [C, H, W] maps at keypoints, taps outside are zero: [N, C]."""
+    """
+    Bicubic sample of [C, H, W] maps at keypoints, taps outside are zero: [N, C].
+
+    The taps are read as rows of a channels-last copy of the maps with a zero
+    border (any tap outside the map reads that border, clipped), so each is one
+    contiguous [N, C] gather; sums run in the same order as a tap-by-tap
+    gather with masks would, so the result is the same bit for bit.
+    """
     u, v = sample_coords(keypoints, model_hw, maps.shape[1:])
     c0 = np.floor(u)
     r0 = np.floor(v)
     wu = cubic_weights((u - c0).astype(np.float32))
     wv = cubic_weights((v - r0).astype(np.float32))
-    c0 = c0.astype(np.int64)
-    r0 = r0.astype(np.int64)
+    bordered = zero_bordered_hwc(maps)
+    last_row, last_col = bordered.shape[0] - 1, bordered.shape[1] - 1
+    # tap t (0..3) of a keypoint is map pixel floor + t - 1, i.e. bordered pixel floor + t
+    cols = [np.clip(c0.astype(np.int64) + t, 0, last_col) for t in range(4)]
+    rows = [np.clip(r0.astype(np.int64) + t, 0, last_row) for t in range(4)]
     out = np.zeros((keypoints.shape[0], maps.shape[0]), dtype=np.float32)
     for i in range(4):
         row = np.zeros_like(out)
         for j in range(4):
-            row += _gather(maps, r0 + i - 1, c0 + j - 1) * wu[:, j:j + 1]
+            row += bordered[rows[i], cols[j]] * wu[:, j:j + 1]
         out += row * wv[:, i:i + 1]
     return out
 
