@@ -37,7 +37,7 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 
-from xfeat_ros import blas, dds, heap, rcl_io
+from xfeat_ros import dds, heap, rcl_io
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.cdr import (CdrWriter, Header, header_msg, parse_image, write_keypoints,
                            write_matches)
@@ -470,7 +470,6 @@ def main(args=None):
     if node_help(args):  # --help / -h before --ros-args: usage, not a node
         return 0
     malloc = heap.keep_large_buffers()  # before rclpy allocates its first buffers
-    blas_threads = blas.limit_threads()  # no OpenBLAS workers spinning between frames
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     # SIGINT too: a process started in the background of a shell inherits it ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -483,8 +482,7 @@ def main(args=None):
         # callbacks that take the message info, which the gap count needs (bench/NOTES.md).
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
-        node.get_logger().info(f'heap for large messages: {malloc} (xfeat_ros.heap); '
-                               f'BLAS: {blas_threads} (xfeat_ros.blas)')
+        node.get_logger().info(f'heap for large messages: {malloc} (xfeat_ros.heap)')
         # Start-up's objects (PyTorch, CuPy, the weights) out of the full collections.
         heap.freeze_startup_objects()
         while rclpy.ok() and not node.stop_requested.is_set():
