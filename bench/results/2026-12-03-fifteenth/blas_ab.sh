@@ -2,7 +2,8 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 # Issue 10's CPU case with NumPy's OpenBLAS left at its default threads (XFEAT_ROS_BLAS_THREADS=
-# default) and with the node's one thread (xfeat_ros.blas), interleaved, order alternating;
+# default) and with the node's one thread (xfeat_ros.blas of commit 0480745, reverted after
+# this run: check that commit out to rerun), interleaved, order alternating;
 # per round the engine alone first. 320x240 mono8, 1 x 30 Hz, top_k 1024, ONNX Runtime, 15 s.
 #   OUT=bench/results/2026-12-03-fifteenth/blas_ab ROS_DOMAIN_ID=<n> bash .../blas_ab.sh
 set -u
