@@ -1,8 +1,10 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The CPU engine a frame (submit + match against the previous frame), before and after the
-fifteenth session's NumPy changes, interleaved in one process (CPU machine)::
+The CPU engine a frame before and after the fifteenth session's NumPy changes.
+
+Submit + match against the previous frame, both arms interleaved in one process (CPU
+machine)::
 
     git show bac7cdc:xfeat_ros/postprocess.py > /tmp/oldpp/old_postprocess.py
     git show bac7cdc:xfeat_ros/match.py > /tmp/oldpp/old_match.py
