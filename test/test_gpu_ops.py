@@ -51,6 +51,13 @@ def test_launch_cached_captures_once_replays_and_keeps_the_newest():
     assert list(cache) == ['c', 'a']
 
 
+def test_a_graph_without_upload_is_captured_all_the_same():
+    stream = FakeStream()
+    stream.end_capture = lambda: SimpleNamespace(launch=lambda on: stream.log.append('launch'))
+    ops.launch_cached(OrderedDict(), 'k', lambda: None, stream, max_graphs=2)
+    assert stream.log == ['begin', 'launch']
+
+
 def test_capture_cached_captures_and_uploads_without_launching():
     stream = FakeStream()
     cache = OrderedDict()

@@ -403,7 +403,9 @@ def capture_cached(cache, key, enqueue, stream, max_graphs):
             enqueue()
         finally:
             graph = stream.end_capture()
-        graph.upload(stream)
+        upload = getattr(graph, 'upload', None)  # CuPy's Graph.upload (absent in older CuPy)
+        if upload is not None:
+            upload(stream)
         cache[key] = graph
         while len(cache) > max_graphs:
             cache.popitem(last=False)
