@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from xfeat_ros.errors import ImageLayoutError
 from xfeat_ros.gpu import armed, kernels
-from xfeat_ros.image_codec import raw_image
+from xfeat_ros.image_codec import ImageLayout, raw_image
 from xfeat_ros.image_files import read_image
 
 DEADLINE_S = 3.0  # well under armed.DEVICE_LIFETIME_NS: a wait behind the gate fails
@@ -355,7 +355,7 @@ def armed_fake(like, age_s=0.0):
     gate = np.zeros(1, np.uint64).view(GateLog)
     gate.log, gate.staging = [], staging
     engine._armed = armed.Armed(
-        (armed.layout_key(like), armed.settings_key(engine)), slot, previous,
+        (ImageLayout.of(like), armed.settings_key(engine)), slot, previous,
         SimpleNamespace(array=gate, ptr=64), staging, like.step * like.height,
         armed.time.monotonic() - age_s, 'started')
     return engine, slot, previous, gate, staging

@@ -38,7 +38,7 @@ import numpy as np
 from xfeat_ros.errors import ImageError
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu.buffers import copy_async, message_bytes, PinnedBuffer
-from xfeat_ros.image_codec import validate_layout
+from xfeat_ros.image_codec import ImageLayout, validate_layout
 from xfeat_ros.preprocess import model_size
 
 HOST_LIFETIME_S = 2.5        # the host opens a gate at most this long after arming it
@@ -57,12 +57,6 @@ class Armed:
     nbytes: int
     armed_at: float     # time.monotonic()
     started: object     # CUDA event recorded when the gate opened (the frame's device start)
-
-
-def layout_key(msg):
-    """Return the fields of an Image message that an armed chain depends on."""
-    return (int(msg.height), int(msg.width), int(msg.step), str(msg.encoding),
-            bool(msg.is_bigendian))
 
 
 def settings_key(engine):
@@ -93,7 +87,9 @@ def arm(engine, like, slot, previous=None):
     engine.last_arm_seconds = None
     cancel(engine)
     engine.flush()
-    height, width, step, encoding, big_endian = layout_key(like)
+    layout = ImageLayout.of(like)
+    height, width, step, encoding = layout.height, layout.width, layout.step, layout.encoding
+    big_endian = bool(layout.is_bigendian)
     info = validate_layout(encoding, height, width, step, step * height)
     size = model_size(height, width)
     ws = armable(engine, size)
@@ -143,7 +139,7 @@ def arm(engine, like, slot, previous=None):
     # gate it had just enqueued (an implicitly synchronizing call), naming the culprit.
     engine.last_arm_seconds = {name: round(t - marks[i][1], 6)
                                for i, (name, t) in enumerate(marks[1:])}
-    engine._armed = Armed((layout_key(like), settings_key(engine)), slot, previous, gate,
+    engine._armed = Armed((layout, settings_key(engine)), slot, previous, gate,
                           staging, nbytes, armed_at, started)
     engine.arm_counts['armed'] += 1
     return True
@@ -173,7 +169,7 @@ def fire(engine, msgs, slots, previous, chain):
     fits = (len(msgs) == 1 and slots[0] is armed.slot
             and (previous if chain else None) is armed.previous
             and time.monotonic() - armed.armed_at < HOST_LIFETIME_S
-            and (layout_key(msgs[0]), settings_key(engine)) == armed.key)
+            and (ImageLayout.of(msgs[0]), settings_key(engine)) == armed.key)
     if not fits:
         cancel(engine)
         return False
