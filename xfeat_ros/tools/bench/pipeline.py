@@ -453,6 +453,8 @@ def run_pipeline(args):
                          f'({" ".join(f"{v:.2f}" for v in entry[name + "_runs"])})'
                          for name in ('reference_over_ours', 'upstream_over_ours')
                          if name + '_runs' in entry)
+        if not runs:  # no baseline at this N (ours only): nothing to pair
+            continue
         sys.stdout.write(f'  median of {args.repeat} repeats, {entry["resolution"]} '
                          f'N={entry["in_flight"]}'
                          + (f' {entry["contender"]}' if 'contender' in entry else '')
