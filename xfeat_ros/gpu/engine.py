@@ -52,17 +52,14 @@ import numpy as np
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
-from xfeat_ros.gpu import armed, kernels, ops
+from xfeat_ros.gpu import armed, host_pairs, kernels, ops, upload
 from xfeat_ros.gpu import results as host_results
 from xfeat_ros.gpu.backbone import GPU_BACKENDS
 from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                    HostCopier, message_bytes, PinnedBuffer, TableRing,
                                    Workspace)
-from xfeat_ros.gpu.image_pool import ImagePool
 from xfeat_ros.gpu.pair_graph import PairMatcher, PairSettings
-from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
-from xfeat_ros.preprocess import model_size
 
 LOG = logging.getLogger(__name__)
 
@@ -70,7 +67,6 @@ ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
 MAX_GRAPHS = 64  # per workspace (detection) and per engine (matching)
 MAX_BATCH = 32
-UNIT_NORM_TOL = 1e-3  # longer descriptors are matched by the FP32 kernel (see match.cu)
 
 STAGES = ('upload', 'decode', 'backbone', 'detect', 'describe')
 
@@ -342,79 +338,14 @@ class GpuEngine:
         return slot.pending or any(slot is a or slot is b for a, b, _ in self._queued)
 
     def image_buffer(self, nbytes):
-        """
-        Return a pinned uint8 buffer of at least ``nbytes`` to take an image message into.
-
-        An image whose pixels lie in such a buffer is uploaded from it without
-        a copy into a slot's staging buffer (:mod:`xfeat_ros.gpu.image_pool`);
-        the buffer is handed out again once nothing refers to it.
-        """
-        if self._image_pool is None:
-            self._image_pool = ImagePool(lambda size: PinnedBuffer(size).array)
-        try:
-            with self.cupy.cuda.Device(self.gpu):
-                return self._image_pool.get(nbytes)
-        except self.cupy.cuda.runtime.CUDARuntimeError:
-            # no pinned memory to be had (or a failed device, the node now on the CPU):
-            # plain memory, which an engine copies as before; never an error at receipt
-            return np.empty(max(int(nbytes), 1), np.uint8)
+        """Return a pinned uint8 buffer of at least ``nbytes`` to take an image into (.upload)."""
+        return upload.image_buffer(self, nbytes)
 
     def _stage(self, msg, slot):
-        """
-        Validate ``msg`` and ready the pinned memory its bytes are uploaded from.
-
-        Returns ``(model size, frame, copy, source)``: ``copy`` = (staging view,
-        bytes), done by the caller (:class:`HostCopier`) before the upload is
-        enqueued, or None when the bytes lie in a buffer of :meth:`image_buffer`
-        already; ``source`` = (host address, byte count) of the upload.
-        """
-        data = message_bytes(msg.data)
-        height, width, step = msg.height, msg.width, msg.step
-        info = validate_layout(msg.encoding, height, width, step, data.size)
-        mh, mw = model_size(height, width)
-        if self._waiting(slot):
-            self.flush()
-        frame = (slot, int(height), int(width), info, int(step), bool(msg.is_bigendian))
-        with self.cupy.cuda.Device(self.gpu), self.stream:
-            self._fit_slot(slot)
-            if self._image_pool is not None and self._image_pool.owns(data):
-                slot.upload_from(data)
-                return (mh, mw), frame, None, (data.ctypes.data, data.size)
-            staging = slot.staging_for(data.size)
-        return (mh, mw), frame, (staging.array[:data.size], data), (staging.ptr, data.size)
+        return upload.stage(self, msg, slot)
 
     def _enqueue_upload(self, size, frame, source, fetch=None):
-        """
-        Upload a staged frame into the next raw row of its model size's batch.
-
-        ``fetch(dst, stream)``, if given, enqueues the upload instead of a copy
-        from ``source``'s address (an armed chain's gate, :mod:`.armed`).
-        """
-        cupy = self.cupy
-        slot = frame[0]
-        batch = self._pending.get(size)
-        if batch is not None and len(batch) >= self.max_batch:
-            self.flush()
-            batch = None
-        with cupy.cuda.Device(self.gpu), self.stream:
-            ws = self._workspace(*size, 1 + (len(batch) if batch else 0))
-            ws.grow_raw(source[1], keep=len(batch) if batch else 0)
-            batch = self._pending.setdefault(size, [])
-            slot.marks = []
-            self._mark(slot.marks, 'start')
-            if fetch is None:
-                copy_async(ws.raw_row(len(batch)), source[0], source[1],
-                           cupy.cuda.runtime.memcpyHostToDevice, self.stream)
-            else:
-                fetch(ws.raw_row(len(batch)), self.stream)
-            slot.uploaded.record(self.stream)
-            slot.upload_pending = True
-            self._mark(slot.marks, 'upload')
-            batch.append(frame)
-        slot.submitted = True
-        slot.pending = True
-        slot.matched = False
-        slot.image_hw = frame[1:3]
+        upload.enqueue_upload(self, size, frame, source, fetch)
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -498,43 +429,8 @@ class GpuEngine:
         self.last_group_seconds = {'stage': t1 - t0, 'enqueue': time.perf_counter() - t1}
 
     def match_features(self, features0, features1):
-        """
-        Match two host :class:`Features` on the device now; return a :class:`MatchResult`.
-
-        For stereo pairs, whose frames were published (and their slots possibly
-        reused) before the partner arrived: the float32 descriptors are
-        uploaded into two engine-owned slots and matched by the same kernels
-        as :meth:`submit_match` (the FP32 kernel when a descriptor is longer
-        than 1 + 1e-3); one synchronization.
-        """
-        cupy = self.cupy
-        tensor_cores = self.tensor_cores
-        armed.cancel(self)
-        self.flush()
-        with cupy.cuda.Device(self.gpu), self.stream:
-            sides = []
-            for index, features in enumerate((features0, features1)):
-                n = len(features)
-                slot = self._pair_slots[index]
-                if slot is None or slot.capacity < max(n, 1):
-                    slot = self._pair_slots[index] = GpuSlot(max(n, self.top_k), self.desc_dim)
-                if n:
-                    desc = np.ascontiguousarray(features.descriptors, dtype=np.float32)
-                    if np.max(np.einsum('ij,ij->i', desc, desc)) > (1 + UNIT_NORM_TOL) ** 2:
-                        tensor_cores = False
-                    slot.descriptors[:n].set(desc, stream=self.stream)
-                    # the keypoints too: the device's epipolar check reads them
-                    slot.keypoints[:n].set(np.ascontiguousarray(features.keypoints, np.float32),
-                                           stream=self.stream)
-                slot.count.set(np.array([n], dtype=np.int32), stream=self.stream)
-                slot.described = None  # features from the host: copied in stream order
-                slot.submitted = True
-                slot.pending = False
-                sides.append(slot)
-            self._enqueue_matches([(sides[0], sides[1], tensor_cores)])
-            sides[1].matched = True
-        self.synchronize()
-        return self.matches(sides[1])
+        """Match two host :class:`Features` on the device now (stereo; :mod:`.host_pairs`)."""
+        return host_pairs.match_host_features(self, features0, features1)
 
     def synchronize(self):
         """Flush, then one stream synchronization for every outstanding slot."""
