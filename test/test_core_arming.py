@@ -40,6 +40,9 @@ class ArmingEngine(ScriptedEngine):
         self.events = []           # 'armed', 'fired', 'cancelled', 'disarmed'
         self.changed = threading.Condition()
         self.arm_error = arm_error
+        self.fired_on = []         # the thread of each fired submit_group
+        self.sync_gate = None      # a threading.Event each synchronize waits for
+        self.fire_errors = []      # exceptions a fitting submit_group raises, in order
 
     def _note(self, event):
         with self.changed:
@@ -77,7 +80,10 @@ class ArmingEngine(ScriptedEngine):
             layout, slot, before = self.armed
             if (len(msgs) == 1 and chain and slots[0] is slot and previous is before
                     and ImageLayout.of(msgs[0]) == layout):
+                if self.fire_errors:
+                    raise self.fire_errors.pop(0)
                 self.armed = None
+                self.fired_on.append(threading.current_thread().name)
                 self._note('fired')
             else:
                 self._cancel()
@@ -90,6 +96,8 @@ class ArmingEngine(ScriptedEngine):
 
     def synchronize(self):
         self._cancel()
+        if self.sync_gate is not None:
+            assert self.sync_gate.wait(WAIT_S)
         super().synchronize()
 
 
@@ -224,3 +232,60 @@ def test_a_failing_arm_is_reported_and_costs_no_frame(scripted):
         scheduler.stop()
     assert 'armed' not in engine.events and len(errors) >= 1 and 'no gate' in errors[0]
     assert [len(d.matches) for d in done[1:]] == [200, 200]
+
+
+def test_an_idle_schedulers_armed_frame_is_fired_by_the_thread_that_puts_it(scripted):
+    engine = ArmingEngine(scripted)
+    scheduler, streams, done = build(engine)
+    scheduler.start()
+    try:
+        for i in range(3):
+            put(scheduler, streams, str(i))
+            done.wait(i + 1)
+            engine.wait_for(i + 1, 'armed')
+    finally:
+        scheduler.stop()
+    # frames 1 and 2 fired their chains from put() (the test's thread, the node's image
+    # thread), not from the device thread; frame 0 had nothing armed
+    assert engine.fired_on == [threading.current_thread().name] * 2
+    assert [len(d.matches) for d in done[1:]] == [200, 200]
+    assert all(d.item.marks['queue'] <= d.item.marks['submit'] <= d.item.marks['device']
+               for d in done)
+    counts = streams[''].counts()
+    assert counts['dropped_queue_full'] == 0
+    assert counts['next_frame_armed'] == 3 and counts['armed_frame_unused'] == 1
+
+
+def test_a_frame_fired_at_receipt_is_finished_by_stop(scripted):
+    engine = ArmingEngine(scripted)
+
+    def step(scheduler, streams, done):
+        engine.sync_gate = threading.Event()   # the device thread will wait in synchronize
+        put(scheduler, streams, '1')
+        assert engine.fired_on == [threading.current_thread().name]
+        assert not scheduler.idle()            # in flight from put() on
+        stopper = threading.Thread(target=scheduler.stop)
+        stopper.start()
+        engine.sync_gate.set()
+        stopper.join(WAIT_S)
+        assert not stopper.is_alive()
+    streams, done = first_armed_then(engine, scripted, step)
+    assert [d.item.msg.header.frame_id for d in done] == ['0', '1']  # not lost at stop
+    assert len(done[1].matches) == 200
+    assert streams[''].counts()['dropped_shutdown'] == 0
+
+
+def test_a_failing_fire_at_receipt_leaves_the_frame_to_the_device_thread(scripted):
+    engine = ArmingEngine(scripted)
+    warnings = []
+
+    def step(scheduler, streams, done):
+        scheduler.report.warning = lambda text, **kw: warnings.append(text)
+        engine.fire_errors.append(RuntimeError('copy failed'))
+        put(scheduler, streams, '1')
+        done.wait(2)
+    streams, done = first_armed_then(engine, scripted, step)
+    assert len(warnings) == 1 and 'copy failed' in warnings[0]
+    assert engine.fired_on == []      # the device thread took the ordinary path
+    assert [d.item.msg.header.frame_id for d in done] == ['0', '1']
+    assert len(done[1].matches) == 200

@@ -127,6 +127,55 @@ def submit_then_arm(engine, msgs):
     return a, b
 
 
+def scheduled(engine, msgs, arm):
+    """Run ``msgs`` as one camera through a Scheduler, each put() on a fresh thread."""
+    from xfeat_ros.core.scheduler import Scheduler, SchedulerConfig
+    from xfeat_ros.core.stream import CameraStream
+    streams = {'': CameraStream('')}
+    scheduler = Scheduler(engine, streams, SchedulerConfig(arm_next_frame=arm),
+                          make_cpu_engine=lambda config: None)
+    done, changed = [], threading.Condition()
+
+    def on_done(frame):
+        with changed:
+            done.append(frame)
+            changed.notify_all()
+    scheduler.on_done = on_done
+    before = dict(engine.arm_counts)
+    scheduler.start()
+    try:
+        for i, msg in enumerate(msgs):
+            if arm and i:  # wait until the output thread has armed this frame's chain
+                deadline = time.monotonic() + DEADLINE_S
+                while streams[''].counts()['next_frame_armed'] < i:
+                    assert time.monotonic() < deadline, 'the next frame was never armed'
+                    time.sleep(0.001)
+            item = streams[''].accept(msg, time.monotonic())
+            within_deadline(lambda: scheduler.put(item))  # a thread new to CUDA, like rcl's
+            with changed:
+                assert changed.wait_for(lambda: len(done) > i, DEADLINE_S)
+    finally:
+        scheduler.stop()
+    fired = engine.arm_counts['fired'] - before['fired']
+    return [(d.features, d.matches) for d in done], fired, streams[''].counts()
+
+
+@pytest.mark.gpu
+def test_frames_fired_by_the_putting_thread_equal_the_device_threads(engine, shared_dir):
+    # three rgb8 frames fire their armed chains from put(); the mono8 frame of the same size
+    # does not fit, cancels, and is submitted the ordinary way on that fresh thread
+    msgs = tum_messages(shared_dir)[:3] + tum_messages(shared_dir, 'mono8')[3:]
+    want, fired_off, _ = scheduled(engine, msgs, arm=False)
+    cancelled = engine.arm_counts['cancelled']
+    got, fired, counts = scheduled(engine, msgs, arm=True)
+    assert fired_off == 0 and fired == 2
+    assert engine.arm_counts['cancelled'] > cancelled  # the mono8 frame's
+    # armed after frames 0-2 (and after 3 unless stop() came first); nothing lost
+    assert counts['next_frame_armed'] >= 3 and counts['dropped_internal_error'] == 0
+    assert len(want) == 4 and want[0][1] is None and want[3][1] is not None
+    assert_same_results(got, want)
+
+
 @pytest.mark.gpu
 def test_settings_changed_between_arm_and_frame_take_the_ordinary_path(engine, shared_dir):
     msgs = tum_messages(shared_dir)

@@ -20,15 +20,8 @@ frame beyond that drops the oldest queued one (counted ``dropped_queue_full``),
 and a finished group waits for the output thread in a hand-off of one group,
 so a frame's latency stays bounded by about two engine periods.
 
-Arming (``arm_next_frame``, an engine with ``arm``: the GPU engine): when the
-only camera's one-frame group has been published and nothing waits, the output
-thread enqueues that camera's next frame on the engine before it exists
-(:meth:`xfeat_ros.gpu.engine.GpuEngine.arm`, the chain behind a gate on the
-device) into a slot reserved for it; a next frame that fits is then submitted
-into that slot with its match chained, which opens the gate instead of
-launching the chain. Anything else (another camera, a new size, new settings)
-releases the slot, and the engine cancels the chain on its next call. Calls on
-the engine hold one lock, so arming never overlaps a group.
+Arming (``arm_next_frame``): a single camera's next frame enqueued on the engine
+before it comes, fired by the image thread itself (:mod:`xfeat_ros.core.arming`).
 
 Engine failures: only the engine's device errors
 (:func:`xfeat_ros.engine.device_errors`) move a GPU engine to the CPU engine
@@ -44,6 +37,7 @@ import threading
 import time
 import traceback
 
+from xfeat_ros.core.arming import ArmedFrames, Fired
 from xfeat_ros.core.report import Reporter
 from xfeat_ros.core.stream import Done
 from xfeat_ros.engine import cpu_engine, device_errors, expect_groups, group_submit
@@ -81,7 +75,7 @@ class _Last:
     like: object = None  # its image's :class:`ImageLayout`: what an armed next frame has
 
 
-class Scheduler:
+class Scheduler(ArmedFrames):
     """Queues, groups, slots and fallback around one engine (see the module docstring)."""
 
     def __init__(self, engine, streams, config=SchedulerConfig(), engine_config=None,
@@ -118,6 +112,7 @@ class Scheduler:
         self._last = {}        # camera -> _Last
         self._armed = None     # (camera, slot, shape) of the frame armed on the engine
         self._claimed = {}     # id(item) -> the armed slot its frame goes into
+        self._fired = None     # a _Fired frame submitted by put(), for the device thread
         self._engine_lock = threading.Lock()  # one caller of the engine at a time
         self._threads = []
         expect_groups(engine, self.largest_group())
@@ -134,13 +129,23 @@ class Scheduler:
 
         Past ``queue_size`` the camera's oldest queued frame is dropped and
         counted (``dropped_queue_full``); after :meth:`stop` the frame itself
-        is counted ``dropped_shutdown``.
+        is counted ``dropped_shutdown``. A frame that fits the chain armed for
+        it, reaching an idle scheduler, is submitted here at once (see
+        :meth:`_fire_now`).
         """
         stream = self.streams[item.camera]
         with self._cond:
             if not self._running:
                 stream.count('dropped_shutdown')
                 return False
+            early = self._may_fire(item)
+            if early:
+                self._in_flight += 1  # nothing else starts on the engine meanwhile
+        if early and self._fire_now(item):
+            return False
+        with self._cond:
+            if early:
+                self._in_flight -= 1
             queue = self._queues[item.camera]
             dropped = len(queue) >= self.config.queue_size
             if dropped:
@@ -208,8 +213,11 @@ class Scheduler:
         """
         limit = self.config.max_frames_in_flight
         with self._cond:
-            while self._running and not any(self._queues.values()):
+            while self._running and not any(self._queues.values()) and self._fired is None:
                 self._cond.wait()
+            if self._fired is not None:  # submitted by put(), counted in flight there
+                fired, self._fired = self._fired, None
+                return fired
             if not self._running:
                 return None
             queued = sorted(entry for queue in self._queues.values() for entry in queue)
@@ -219,7 +227,7 @@ class Scheduler:
                 self._queues[item.camera].popleft()
                 item.marks['queue'] = now
             self._in_flight += len(group)
-            return group
+            return Fired(group)
 
     def _settle(self, count):
         with self._cond:
@@ -229,10 +237,11 @@ class Scheduler:
     def _device_loop(self):
         try:
             while True:
-                group = self._take()
-                if group is None:
+                taken = self._take()
+                if taken is None:
                     return
-                done = self._process_guarded(group)
+                group = taken.group
+                done = self._process_guarded(group, taken if taken.taken is not None else None)
                 with self._cond:
                     self._in_flight -= len(group) - len(done)
                     while len(self._handoff) >= HANDOFF_GROUPS:
@@ -245,10 +254,10 @@ class Scheduler:
                 self._device_done = True
                 self._cond.notify_all()
 
-    def _process_guarded(self, group):
+    def _process_guarded(self, group, fired=None):
         """:meth:`process`, turning failures into counts (engine failure stops the scheduler)."""
         try:
-            return self.process(group)
+            return self.process(group, fired)
         except EngineFailure as exc:
             for item in group:
                 self.streams[item.camera].count('dropped_engine_failure')
@@ -285,22 +294,29 @@ class Scheduler:
             self._arm_after(group)
 
     # -- the engine stage (also called directly by xfeat_offline) ---------------------------------
-    def process(self, group):
+    def process(self, group, fired=None):
         """
         Run ``group`` (a list of :class:`Pending`) through the engine; return [Done].
 
         Frames rejected by the engine are counted (``rejected_late``) and left
         out. On a device error the CPU fallback reprocesses the group, or
-        :class:`EngineFailure` is raised.
+        :class:`EngineFailure` is raised. ``fired``: the group was submitted
+        already (:meth:`_fire_now`); only its results are collected here.
         """
         with self._engine_lock:
             self._apply_settings()
             for _ in range(2):  # the engine, then (after a fallback) the CPU engine
                 try:
-                    done = self._run(group, dict(self._last))
+                    if fired is not None:
+                        done = self._collect(fired.taken, fired.last, fired.submitted)
+                    else:
+                        last = dict(self._last)
+                        taken = self._submit(group, last)
+                        done = self._collect(taken, last, time.monotonic())
                     break
                 except device_errors(self.engine) as exc:
                     self._fall_back(exc)
+                    fired = None  # the CPU engine runs the whole group again
             else:
                 raise EngineFailure(f'the fallback engine failed too: {self.fallback}')
             if self.stereo is not None:
@@ -310,56 +326,6 @@ class Scheduler:
         for frame in done:
             frame.item.marks['results'] = now
         return done
-
-    def _arm_after(self, group):
-        """
-        Arm the only camera's next frame after its one-frame ``group`` was published.
-
-        Only when nothing waits or runs (a frame arriving meanwhile waits for
-        the engine lock, then fires the chain if it fits). A failure to arm
-        costs nothing but the lead: it is reported and the next frame takes
-        the ordinary path.
-        """
-        if len(group) != 1 or not self._arming():
-            return
-        arm = self.engine.arm
-        camera = group[0].item.camera
-        with self._engine_lock:
-            with self._cond:
-                if (not self._running or self._in_flight or any(self._queues.values())
-                        or self._pending):
-                    return
-            entry = self._last.get(camera)
-            if entry is None or entry.slot is None or entry.like is None or self._armed:
-                return
-            slot = self._slot()
-            try:
-                armed = arm(entry.like, slot, previous=entry.slot)
-            except Exception:  # noqa: B902 - arming is an optimisation; the frame path stays
-                armed = False
-                self.report.error('arming the next frame failed (the next frame takes the '
-                                  f'ordinary path):\n{traceback.format_exc()}', key='arm',
-                                  period_s=5.0)
-            if armed:
-                self._armed = (camera, slot, entry.shape)
-                self.streams[camera].count('next_frame_armed')
-            else:
-                self._release(slot)
-
-    def _arming(self):
-        """Tell whether this scheduler arms next frames: on, one camera, an engine that can."""
-        return (self.config.arm_next_frame and len(self.streams) == 1 and self.stereo is None
-                and getattr(self.engine, 'arm', None) is not None)
-
-    def _drop_armed(self):
-        """Forget the armed frame (its slot back to the pool); the engine cancels its chain."""
-        armed, self._armed = self._armed, None
-        if armed is not None:
-            self.streams[armed[0]].count('armed_frame_unused')
-            disarm = getattr(self.engine, 'disarm', None)
-            if disarm is not None:
-                disarm()
-            self._release(armed[1])
 
     def _apply_settings(self):
         with self._cond:
@@ -383,8 +349,8 @@ class Scheduler:
         if slot is not None and slot.generation == self._generation:
             self._pool.append(slot)
 
-    def _run(self, group, last):
-        """Submit, synchronize, read back; commit the cameras' newest slots on success."""
+    def _submit(self, group, last):
+        """Submit ``group`` (a fitting frame fires the armed chain); [(item, entry, previous)]."""
         engine = self.engine
         armed, self._armed = self._armed, None
         if armed is not None and [(i.camera, i.shape) for i in group] == [armed[::2]]:
@@ -398,7 +364,11 @@ class Scheduler:
                 taken = self._submit_each(group, last)
         finally:
             self._claimed.clear()
-        submitted = time.monotonic()
+        return taken
+
+    def _collect(self, taken, last, submitted):
+        """Synchronize, read back; commit the cameras' newest slots (``last``) on success."""
+        engine = self.engine
         engine.synchronize()
         synchronized = time.monotonic()
         for item, _, _ in taken:
