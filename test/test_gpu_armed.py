@@ -91,15 +91,6 @@ def assert_same_results(got, want):
                                               err_msg=name)
 
 
-def pooled(engine, msg, offset):
-    """``msg`` with its pixels in one of the engine's pinned image buffers, at ``offset``."""
-    data = np.frombuffer(msg.data, np.uint8)
-    buffer = engine.image_buffer(data.size + offset)
-    buffer[offset:offset + data.size] = data
-    return SimpleNamespace(**{**vars(msg), 'data': memoryview(
-        buffer[offset:offset + data.size]).toreadonly()})
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize('encoding', ['rgb8', 'mono8'])
 def test_armed_frames_equal_ordinary_frames(engine, shared_dir, encoding):
@@ -109,14 +100,51 @@ def test_armed_frames_equal_ordinary_frames(engine, shared_dir, encoding):
     assert_same_results(run_sequence(engine, msgs, arm=True), want)
 
 
+def place(buffer, msg, offset):
+    """``msg`` taken into ``buffer`` (a pinned image buffer) with its pixels at ``offset``."""
+    data = np.frombuffer(msg.data, np.uint8)
+    buffer[offset:offset + data.size] = data
+    return SimpleNamespace(**{**vars(msg), 'data': memoryview(
+        buffer[offset:offset + data.size]).toreadonly()})
+
+
 @pytest.mark.gpu
-def test_armed_frames_from_image_buffers_equal_ordinary_frames(engine, shared_dir):
-    """Pixels taken into pinned image buffers (as the node takes them, at any offset)."""
+@pytest.mark.parametrize('offsets', [(100, 100, 100, 100), (100, 0, 0, 100)])
+def test_armed_frames_from_image_buffers_equal_ordinary_frames(engine, shared_dir, offsets):
+    """
+    Pixels taken into pinned image buffers as the node's image thread takes them.
+
+    After each take the thread holds the buffer of its next sample; the chain
+    armed for that sample uploads from there without a copy. Where the
+    pixels' offset moved (another header length) the chain is cancelled and
+    the frame goes the ordinary way; every frame equals the ordinary path's.
+    """
     msgs = tum_messages(shared_dir)
     want = run_sequence(engine, msgs, arm=False)
-    got = run_sequence(engine, [pooled(engine, m, 100 * (i % 2)) for i, m in enumerate(msgs)],
-                       arm=True)
+    nbytes = len(msgs[0].data) + max(offsets)
+    slots = [engine.alloc_slot(), engine.alloc_slot()]
+    before = dict(engine.arm_counts)
+    held = engine.image_buffer(nbytes)  # the image thread's buffer for its first sample
+    previous, got, copied = None, [], []
+    for i, msg in enumerate(msgs):
+        taken = place(held, msg, offsets[i])
+        held = engine.image_buffer(nbytes)  # taken right after, for the next sample
+        slot = slots[i % 2]
+        engine.last_fire_copied = None
+        within_deadline(lambda: engine.submit_group([taken], [slot], previous=previous,
+                                                    chain=True))
+        copied.append(engine.last_fire_copied)
+        taken = None  # the engine keeps its own reference until the upload passed
+        if i + 1 < len(msgs):
+            assert within_deadline(lambda: engine.arm(msgs[i + 1], slots[(i + 1) % 2],
+                                                      previous=slot))
+        got.append(within_deadline(lambda: engine.results([slot])[0]))
+        previous = slot
     assert_same_results(got, want)
+    moved = [offsets[i] != offsets[i - 1] for i in range(1, len(msgs))]
+    assert copied == [None] + [None if m else False for m in moved]  # never a staging copy
+    assert engine.arm_counts['fired'] - before['fired'] == moved.count(False)
+    assert engine.arm_counts['cancelled'] - before['cancelled'] == moved.count(True)
 
 
 def submit_then_arm(engine, msgs):
@@ -393,7 +421,8 @@ class GateLog(np.ndarray):
     """The gate's word, logging what was in the staging buffer each time it was written."""
 
     def __setitem__(self, index, value):
-        self.log.append((int(value), self.staging.array.copy()))
+        staged = None if self.staging is None else self.staging.array.copy()
+        self.log.append((int(value), staged))
         super().__setitem__(index, value)
 
 
@@ -461,3 +490,57 @@ def test_a_bad_frame_is_refused_with_its_typed_error_after_the_cancel():
 
 def test_the_host_gives_up_on_a_gate_before_the_device_does():
     assert armed.HOST_LIFETIME_S * 1e9 <= armed.DEVICE_LIFETIME_NS / 2
+
+
+def armed_reserved(like, offset=24):
+    """Return an armed fake whose chain uploads from a pool buffer held for the next image."""
+    from xfeat_ros.gpu.image_pool import ImagePool
+    engine, slot, previous, gate, _ = armed_fake(like)
+    engine._image_pool = ImagePool(lambda size: np.zeros(size, np.uint8))
+    nbytes = like.step * like.height
+    reserved = engine._image_pool.get(nbytes + offset)
+    gate.staging = None
+    engine._armed.staging = None
+    engine._armed.reserved = reserved
+    engine._armed.source = reserved.ctypes.data + offset
+    return engine, slot, previous, gate, reserved
+
+
+def test_a_frame_in_the_reserved_buffer_opens_the_gate_without_a_copy():
+    msg = small()
+    engine, slot, previous, gate, reserved = armed_reserved(msg, offset=24)
+    data = np.frombuffer(msg.data, np.uint8)
+    reserved[24:24 + data.size] = data  # the image thread's take
+    taken = SimpleNamespace(**{**vars(msg), 'data': memoryview(
+        reserved[24:24 + data.size]).toreadonly()})
+    engine._copier = SimpleNamespace(copy=lambda copies: pytest.fail('copied'))
+    assert armed.fire(engine, [taken], [slot], previous, True)
+    assert [value for value, _ in gate.log] == [kernels.GATE_OPEN]
+    assert engine.last_fire_copied is False and slot.pooled_offset == 24
+    # the pixels stay referenced until the chain's upload has read them
+    assert slot.upload_source.ctypes.data == reserved.ctypes.data + 24
+    assert engine.arm_counts == {'armed': 0, 'fired': 1, 'cancelled': 0}
+
+
+def test_a_frame_taken_elsewhere_cancels_the_reserved_chain():
+    msg = small()
+    engine, slot, previous, gate, reserved = armed_reserved(msg, offset=24)
+    assert not armed.fire(engine, [msg], [slot], previous, True)  # not in the reserved buffer
+    assert [value for value, _ in gate.log] == [kernels.GATE_CANCELLED]
+    assert engine._armed is None and not slot.submitted
+
+
+def test_reserve_finds_the_buffer_held_for_the_next_image():
+    from xfeat_ros.gpu.image_pool import ImagePool
+    engine = FakeEngine()
+    previous = SimpleNamespace(pooled_offset=None)
+    assert armed.reserve(engine, previous, 100) is None  # no pool
+    engine._image_pool = ImagePool(lambda size: np.zeros(size, np.uint8))
+    held = engine._image_pool.get(1000)
+    assert armed.reserve(engine, previous, 100) is None  # the last image was not pooled
+    previous.pooled_offset = 40
+    buffer, address = armed.reserve(engine, previous, 100)
+    assert buffer is held and address == held.ctypes.data + 40
+    assert armed.reserve(engine, previous, held.size) is None  # too small at that offset
+    del buffer, held
+    assert armed.reserve(engine, previous, 100) is None  # nobody holds it for an image

@@ -50,3 +50,23 @@ def test_an_allocation_that_fails_gives_plain_memory():
     images = ImagePool(lambda size: None)
     spare = images.get(100)
     assert spare.size == 100 and not images.owns(spare) and images.stats() == (0, 0, 0)
+
+
+def test_locate_names_the_buffer_and_offset_of_a_view():
+    images = pool()
+    buffer = images.get(1000)
+    found = images.locate(buffer[37:500])
+    assert found is not None and found[0] is buffer and found[1] == 37
+    assert images.locate(np.zeros(4, np.uint8)) is None
+
+
+def test_newest_is_the_buffer_handed_out_last_while_it_is_held():
+    images = pool()
+    assert images.newest() is None
+    taken = images.get(100)      # an image taken into it
+    following = images.get(100)  # the image thread's buffer for its next sample
+    assert images.newest() is following
+    del following                # let go (e.g. the image thread stopped): nothing to name
+    assert images.newest() is None
+    again = images.get(100)      # handed out again (free): the newest once more
+    assert images.newest() is again and taken is not again

@@ -15,6 +15,14 @@ armed (the same slot and previous slot, image layout and settings),
 :func:`fire` copies its bytes into that staging buffer and opens the gate:
 nothing is launched on the critical path.
 
+Where the camera's images are taken into the engine's pinned image buffers
+(the node's image thread), the chain uploads from the buffer the next image
+will be taken into instead (:meth:`xfeat_ros.gpu.image_pool.ImagePool.newest`,
+at the offset the previous image's pixels had in theirs): :func:`fire` then
+only checks that the image lies there and opens the gate, without a copy; an
+image found elsewhere cancels the chain (the ordinary path uploads it from
+where it is).
+
 Anything else asked of the engine first cancels an armed chain
 (:func:`cancel`), so that no host wait ever stands behind a closed gate: the
 cancelled chain runs on the stale bytes of the staging buffer into the
@@ -38,6 +46,7 @@ import numpy as np
 from xfeat_ros.errors import ImageError
 from xfeat_ros.gpu import kernels, ops
 from xfeat_ros.gpu.buffers import copy_async, message_bytes, PinnedBuffer
+from xfeat_ros.gpu.upload import pooled_offset
 from xfeat_ros.image_codec import ImageLayout, validate_layout
 from xfeat_ros.preprocess import model_size
 
@@ -53,10 +62,30 @@ class Armed:
     slot: object
     previous: object    # slot it is matched against, or None
     gate: PinnedBuffer  # uint64 [1]
-    staging: PinnedBuffer  # the slot's pinned bytes that the chain uploads
+    staging: PinnedBuffer  # the slot's pinned bytes that the chain uploads (None: reserved)
     nbytes: int
     armed_at: float     # time.monotonic()
     started: object     # CUDA event recorded when the gate opened (the frame's device start)
+    reserved: object = None  # the image buffer the chain uploads from, held (or None)
+    source: int = 0     # host address the chain uploads from
+
+
+def reserve(engine, previous, nbytes):
+    """
+    Return ``(buffer, address)`` the next image's pixels will be taken to, or None.
+
+    The buffer the image thread holds for its next sample (the pool's
+    newest) at the offset the pixels of ``previous``'s image had in theirs;
+    None where either is unknown or the buffer is too small.
+    """
+    pool = engine._image_pool
+    offset = getattr(previous, 'pooled_offset', None)
+    if pool is None or offset is None:
+        return None
+    buffer = pool.newest()
+    if buffer is None or buffer.size < offset + nbytes:
+        return None
+    return buffer, buffer.ctypes.data + offset
 
 
 def settings_key(engine):
@@ -100,7 +129,13 @@ def arm(engine, like, slot, previous=None):
     cupy = engine.cupy
     with cupy.cuda.Device(engine.gpu), engine.stream:
         engine._fit_slot(slot)
-        staging = slot.staging_for(nbytes)  # waits (rarely) for the slot's last upload
+        reserved = reserve(engine, previous, nbytes)
+        if reserved is None:
+            staging = slot.staging_for(nbytes)  # waits (rarely) for the slot's last upload
+            source = staging.ptr
+        else:
+            staging, source = None, reserved[1]
+            slot.upload_from(None)  # waits (rarely) for the slot's last upload
         # Capturing a graph waits while a kernel runs: behind the gate it would wait for
         # the gate to expire (a fresh process's second arm() took 5.0 s on the H200
         # machine, in the match graph's capture). Every graph the chain replays is
@@ -122,9 +157,8 @@ def arm(engine, like, slot, previous=None):
         def fetch(dst, stream):
             ops.gate_wait(gate.ptr, DEVICE_LIFETIME_NS, stream)
             started.record(stream)
-            copy_async(dst, staging.ptr, nbytes, cupy.cuda.runtime.memcpyHostToDevice,
-                       stream)
-        engine._enqueue_upload(size, frame, (staging.ptr, nbytes), fetch=fetch)
+            copy_async(dst, source, nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream)
+        engine._enqueue_upload(size, frame, (source, nbytes), fetch=fetch)
         marks.append(('chain', time.perf_counter()))  # behind the closed gate from here on
         # the gate goes back to CuPy's pinned pool only once its chain has read it
         passed = cupy.cuda.Event(disable_timing=True)
@@ -140,7 +174,8 @@ def arm(engine, like, slot, previous=None):
     engine.last_arm_seconds = {name: round(t - marks[i][1], 6)
                                for i, (name, t) in enumerate(marks[1:])}
     engine._armed = Armed((layout, settings_key(engine)), slot, previous, gate,
-                          staging, nbytes, armed_at, started)
+                          staging, nbytes, armed_at, started,
+                          reserved[0] if reserved else None, source)
     engine.arm_counts['armed'] += 1
     return True
 
@@ -182,7 +217,17 @@ def fire(engine, msgs, slots, previous, chain):
         cancel(engine)
         raise
     nbytes = armed.nbytes
-    engine._copier.copy([(armed.staging.array[:nbytes], data[:nbytes])])
+    if armed.reserved is None:
+        engine._copier.copy([(armed.staging.array[:nbytes], data[:nbytes])])
+    elif data.ctypes.data != armed.source:
+        cancel(engine)  # taken elsewhere: uploaded from there on the ordinary path
+        return False
+    else:
+        # its own chain's upload reads it: kept until that passed (never waited for here,
+        # where the upload still stands behind the closed gate)
+        armed.slot.upload_source = data
+    armed.slot.pooled_offset = pooled_offset(engine, data)
+    engine.last_fire_copied = armed.reserved is None
     t1 = time.perf_counter()
     armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)
     engine._armed = None

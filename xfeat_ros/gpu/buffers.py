@@ -110,6 +110,7 @@ class GpuSlot:
         self.count_ref = (self.host_counts, 0)
         self.staging = None
         self.upload_source = None  # a pooled image its upload reads, kept until that passed
+        self.pooled_offset = None  # where its last image's pixels lay in their image buffer
         self.uploaded = cupy.cuda.Event(disable_timing=True)
         self.done = cupy.cuda.Event(disable_timing=True)
         # recorded after its batch's description and keypoint counts (None: no such

@@ -121,6 +121,7 @@ class GpuEngine:
         self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
         self._armed = None  # the next frame's chain enqueued behind a gate (armed.py)
         self.arm_counts = {'armed': 0, 'fired': 0, 'cancelled': 0}
+        self.last_fire_copied = None  # whether the last fired frame was copied into staging
         self.last_start_event = None  # CUDA event at the device start of the last group
         self.last_flush_marks = []
         self.last_group_seconds = {}  # host seconds of submit_group: 'stage', 'enqueue'

@@ -15,6 +15,11 @@ image's pixels until their upload has passed, and the node keeps the image
 until the frame's outputs are sent. Nothing waits: with :data:`LIMIT_BYTES`
 pinned in buffers that are all in use, :meth:`get` returns plain memory and
 the engine copies it as before.
+
+The image thread asks for the buffer of its next sample right after taking
+one, so between two frames of a camera :meth:`newest` names the buffer that
+camera's next image will land in: an armed chain (:mod:`xfeat_ros.gpu.armed`)
+uploads from there, at the offset the pixels had in the previous one.
 """
 
 import sys
@@ -55,6 +60,7 @@ class ImagePool:
         self._limit = int(limit_bytes)
         self._entries = []
         self._bytes = 0
+        self._newest = None   # the entry get() handed out last
         self._lock = threading.Lock()
 
     def get(self, nbytes):
@@ -63,6 +69,7 @@ class ImagePool:
         with self._lock:
             for entry in self._entries:
                 if entry.end - entry.start >= nbytes and _free(entry):
+                    self._newest = entry
                     return entry.array
             size = -(-nbytes // GRAIN) * GRAIN
             array = self._allocate(size) if self._bytes + size <= self._limit else None
@@ -71,13 +78,29 @@ class ImagePool:
             entry = _Entry(array)
             self._entries = self._entries + [entry]  # readers iterate a list never changed
             self._bytes += size
+            self._newest = entry
             return entry.array
+
+    def locate(self, view):
+        """Return ``(buffer, offset)`` of the memory of ``view`` (an array); None if not pooled."""
+        start = view.__array_interface__['data'][0]
+        end = start + view.nbytes
+        for entry in self._entries:
+            if entry.start <= start and end <= entry.end:
+                return entry.array, start - entry.start
+        return None
 
     def owns(self, view):
         """Tell whether the memory of ``view`` (an array) lies inside one of the buffers."""
-        start = view.__array_interface__['data'][0]
-        end = start + view.nbytes
-        return any(e.start <= start and end <= e.end for e in self._entries)
+        return self.locate(view) is not None
+
+    def newest(self):
+        """Return the buffer :meth:`get` handed out last if someone still holds it, else None."""
+        with self._lock:
+            entry = self._newest
+            if entry is None or _free(entry):
+                return None
+            return entry.array
 
     def stats(self):
         """Return ``(buffers, bytes, in use)``."""

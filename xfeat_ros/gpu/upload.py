@@ -39,6 +39,13 @@ def image_buffer(engine, nbytes):
         return np.empty(max(int(nbytes), 1), np.uint8)
 
 
+def pooled_offset(engine, data):
+    """Return the offset of ``data`` (an array) in a buffer of :func:`image_buffer`, or None."""
+    pool = engine._image_pool
+    found = pool.locate(data) if pool is not None else None
+    return None if found is None else found[1]
+
+
 def stage(engine, msg, slot):
     """
     Validate ``msg`` and ready the pinned memory its bytes are uploaded from.
@@ -57,7 +64,9 @@ def stage(engine, msg, slot):
     frame = (slot, int(height), int(width), info, int(step), bool(msg.is_bigendian))
     with engine.cupy.cuda.Device(engine.gpu), engine.stream:
         engine._fit_slot(slot)
-        if engine._image_pool is not None and engine._image_pool.owns(data):
+        where = pooled_offset(engine, data)
+        slot.pooled_offset = where
+        if where is not None:
             slot.upload_from(data)
             return (mh, mw), frame, None, (data.ctypes.data, data.size)
         staging = slot.staging_for(data.size)
