@@ -254,6 +254,7 @@ def test_an_idle_schedulers_armed_frame_is_fired_by_the_thread_that_puts_it(scri
     counts = streams[''].counts()
     assert counts['dropped_queue_full'] == 0
     assert counts['next_frame_armed'] == 3 and counts['armed_frame_unused'] == 1
+    assert counts['submitted_at_receipt'] == 2
 
 
 def test_a_frame_fired_at_receipt_is_finished_by_stop(scripted):

@@ -122,6 +122,7 @@ class ArmedFrames:
             with self._cond:
                 self._fired = Fired([item], taken, last, time.monotonic())
                 self._cond.notify_all()
+            self.streams[item.camera].count('submitted_at_receipt')
             return True
         finally:
             self._engine_lock.release()
