@@ -173,6 +173,8 @@ def scheduled(engine, msgs, arm):
     scheduler.start()
     try:
         for i, msg in enumerate(msgs):
+            msg = SimpleNamespace(**vars(msg), header=SimpleNamespace(
+                stamp=SimpleNamespace(sec=i + 1, nanosec=0), frame_id='camera'))
             if arm and i:  # wait until the output thread has armed this frame's chain
                 deadline = time.monotonic() + DEADLINE_S
                 while streams[''].counts()['next_frame_armed'] < i:

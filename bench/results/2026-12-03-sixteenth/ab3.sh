@@ -23,6 +23,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     for tree in base mid new; do
       wrapper=()
       if [[ "${tree}" != new ]]; then
+        [[ -d ".${tree}/xfeat_ros" ]] || { echo "ab3: .${tree} is missing (carry it)"; exit 2; }
         # PYTHONSAFEPATH: the working directory must not come before the older tree
         wrapper=(--node-wrapper "env PYTHONSAFEPATH=1 PYTHONPATH=${PWD}/.${tree}:${PWD}")
       fi
