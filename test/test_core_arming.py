@@ -43,6 +43,7 @@ class ArmingEngine(ScriptedEngine):
         self.fired_on = []         # the thread of each fired submit_group
         self.sync_gate = None      # a threading.Event each synchronize waits for
         self.fire_errors = []      # exceptions a fitting submit_group raises, in order
+        self.fire_gate = None      # a threading.Event a fitting submit_group waits for
 
     def _note(self, event):
         with self.changed:
@@ -82,6 +83,9 @@ class ArmingEngine(ScriptedEngine):
                     and ImageLayout.of(msgs[0]) == layout):
                 if self.fire_errors:
                     raise self.fire_errors.pop(0)
+                if self.fire_gate is not None:
+                    self._note('firing')
+                    assert self.fire_gate.wait(WAIT_S)
                 self.armed = None
                 self.fired_on.append(threading.current_thread().name)
                 self._note('fired')
@@ -288,3 +292,24 @@ def test_a_failing_fire_at_receipt_leaves_the_frame_to_the_device_thread(scripte
     assert engine.fired_on == []      # the device thread took the ordinary path
     assert [d.item.msg.header.frame_id for d in done] == ['0', '1']
     assert len(done[1].matches) == 200
+
+
+def test_a_frame_fired_while_the_scheduler_stops_is_counted_not_lost(scripted):
+    engine = ArmingEngine(scripted)
+
+    def step(scheduler, streams, done):
+        engine.fire_gate = threading.Event()   # the fire holds the engine until released
+        putter = threading.Thread(target=put, args=(scheduler, streams, '1'))
+        putter.start()
+        engine.wait_for(1, 'firing')
+        stopper = threading.Thread(target=scheduler.stop)
+        stopper.start()
+        scheduler._threads[0].join(WAIT_S)     # the device thread ends with nothing to take
+        assert not scheduler._threads[0].is_alive()
+        engine.fire_gate.set()                 # the fire completes after that
+        putter.join(WAIT_S)
+        stopper.join(WAIT_S)
+        assert not stopper.is_alive() and scheduler.idle()
+    streams, done = first_armed_then(engine, scripted, step)
+    assert [d.item.msg.header.frame_id for d in done] == ['0']
+    assert streams[''].counts()['dropped_shutdown'] == 1   # frame 1: counted, not lost

@@ -112,7 +112,7 @@ class Scheduler(ArmedFrames):
         self._last = {}        # camera -> _Last
         self._armed = None     # (camera, slot, shape) of the frame armed on the engine
         self._claimed = {}     # id(item) -> the armed slot its frame goes into
-        self._fired = None     # a _Fired frame submitted by put(), for the device thread
+        self._fired = None     # a Fired frame submitted by put(), for the device thread
         self._engine_lock = threading.Lock()  # one caller of the engine at a time
         self._threads = []
         expect_groups(engine, self.largest_group())
@@ -189,7 +189,7 @@ class Scheduler(ArmedFrames):
             thread.start()
 
     def stop(self, timeout=30.0):
-        """Finish the group in flight and its outputs; count frames still queued."""
+        """Finish the group in flight and its outputs; count frames still queued (or fired)."""
         with self._cond:
             self._running = False
             self._cond.notify_all()
@@ -198,6 +198,11 @@ class Scheduler(ArmedFrames):
         with self._engine_lock:
             self._drop_armed()  # no gate left closed on the device behind the node
         with self._cond:
+            fired, self._fired = self._fired, None
+            if fired is not None:  # submitted by put() after the device thread had stopped
+                for item in fired.group:
+                    self.streams[item.camera].count('dropped_shutdown')
+                self._in_flight -= len(fired.group)
             for name, queue in self._queues.items():
                 if queue:
                     self.streams[name].count('dropped_shutdown', len(queue))
