@@ -27,9 +27,10 @@ Anything else asked of the engine first cancels an armed chain
 (:func:`cancel`), so that no host wait ever stands behind a closed gate: the
 cancelled chain runs on the stale bytes of the staging buffer (or of the
 image buffer, whatever it holds by then) into the reserved slot, which holds
-no frame afterwards. A gate the host has not opened within :data:`HOST_LIFETIME_S` is never opened; its wait
-kernel gives up after :data:`DEVICE_LIFETIME_NS` (a camera that stopped does
-not hold the stream for ever), and the frame takes the ordinary path.
+no frame afterwards. A gate the host has not opened within
+:data:`HOST_LIFETIME_S` is never opened; its wait kernel gives up after
+:data:`DEVICE_LIFETIME_NS` (a camera that stopped does not hold the stream for
+ever), and the frame takes the ordinary path.
 
 Only a backbone that enqueues without synchronizing and has its graph for one
 frame of that size already (``ready()``, the PyTorch backbone) can be armed.
