@@ -198,3 +198,39 @@ def test_a_node_destroyed_under_the_receiver_ends_it_with_a_message():
         assert any('image receipt ends' in text for text in errors), errors
     finally:
         rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize('rig', ['rcl'], indirect=True)
+def test_each_image_lands_in_the_buffer_held_for_it_after_the_one_before(rig):
+    """
+    After each take the receiver holds the pool buffer its next sample will be taken into.
+
+    The GPU engine's armed chain uploads from that buffer (``ImagePool.newest``,
+    :func:`xfeat_ros.gpu.armed.reserve`), at the offset the previous image's
+    pixels had: this is the contract it relies on.
+    """
+    import numpy as np
+    from xfeat_ros.cdr import parse_image
+
+    def pixels(payload):
+        return np.frombuffer(parse_image(payload).data, np.uint8)
+    pool = rig.receiver._buffers.__self__
+    got = []  # payloads kept, as the node keeps an image until its outputs are sent
+    rig.receiver.subscribe(rig.Image, 'receiver_test/image',
+                           lambda payload, info: got.append(payload), rig.qos)
+    assert wait_for(lambda: rig.publisher.get_subscription_count() == 1)
+    rig.receiver.start()
+    rig.publisher.publish(image(0))
+    assert wait_for(lambda: len(got) == 1)
+    for i in range(1, 4):
+        # the buffer for the next sample, taken right after the last image's
+        assert wait_for(lambda: pool.newest() is not None
+                        and pool.newest() is not pool.locate(got[-1])[0])
+        held = pool.newest()
+        rig.publisher.publish(image(i))
+        assert wait_for(lambda: len(got) == i + 1)
+        buffer, offset = pool.locate(pixels(got[-1]))
+        assert buffer is held
+        assert offset == pool.locate(pixels(got[-2]))[1]  # same header, same offset
+        assert bytes(pixels(got[-1])) == bytes([i] * 4)
+    assert rig.errors == []
