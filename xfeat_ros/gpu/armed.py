@@ -45,9 +45,8 @@ import time
 import numpy as np
 
 from xfeat_ros.errors import ImageError
-from xfeat_ros.gpu import kernels, ops
+from xfeat_ros.gpu import kernels, ops, upload
 from xfeat_ros.gpu.buffers import copy_async, message_bytes, PinnedBuffer
-from xfeat_ros.gpu.upload import pooled_offset
 from xfeat_ros.image_codec import ImageLayout, validate_layout
 from xfeat_ros.preprocess import model_size
 
@@ -159,7 +158,7 @@ def arm(engine, like, slot, previous=None):
             ops.gate_wait(gate.ptr, DEVICE_LIFETIME_NS, stream)
             started.record(stream)
             copy_async(dst, source, nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream)
-        engine._enqueue_upload(size, frame, (source, nbytes), fetch=fetch)
+        upload.enqueue_upload(engine, size, frame, (source, nbytes), fetch=fetch)
         marks.append(('chain', time.perf_counter()))  # behind the closed gate from here on
         # the gate goes back to CuPy's pinned pool only once its chain has read it
         passed = cupy.cuda.Event(disable_timing=True)
@@ -227,7 +226,7 @@ def fire(engine, msgs, slots, previous, chain):
         # its own chain's upload reads it: kept until that passed (never waited for here,
         # where the upload still stands behind the closed gate)
         armed.slot.upload_source = data
-    armed.slot.pooled_offset = pooled_offset(engine, data)
+    armed.slot.pooled_offset = upload.pooled_offset(engine, data)
     engine.last_fire_copied = armed.reserved is None
     t1 = time.perf_counter()
     armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)

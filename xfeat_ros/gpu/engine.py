@@ -342,12 +342,6 @@ class GpuEngine:
         """Return a pinned uint8 buffer of at least ``nbytes`` to take an image into (.upload)."""
         return upload.image_buffer(self, nbytes)
 
-    def _stage(self, msg, slot):
-        return upload.stage(self, msg, slot)
-
-    def _enqueue_upload(self, size, frame, source, fetch=None):
-        upload.enqueue_upload(self, size, frame, source, fetch)
-
     # -- the contract ---------------------------------------------------------------------------
 
     def submit(self, msg, slot):
@@ -359,10 +353,10 @@ class GpuEngine:
         own staging buffer while its previous upload is still in flight).
         """
         armed.cancel(self)
-        size, frame, copy, source = self._stage(msg, slot)
+        size, frame, copy, source = upload.stage(self, msg, slot)
         if copy is not None:
             self._copier.copy([copy])
-        self._enqueue_upload(size, frame, source)
+        upload.enqueue_upload(self, size, frame, source)
 
     def submit_match(self, previous, slot):
         """Match ``previous``'s descriptors against ``slot``'s (enqueued at the next flush)."""
@@ -415,13 +409,13 @@ class GpuEngine:
             return
         self.last_start_event = start_event
         t0 = time.perf_counter()
-        staged = [self._stage(msg, slot) for msg, slot in zip(msgs, slots)]
+        staged = [upload.stage(self, msg, slot) for msg, slot in zip(msgs, slots)]
         self._copier.copy([copy for _, _, copy, _ in staged if copy is not None])
         if start_event is not None:
             start_event.record(self.stream)
         t1 = time.perf_counter()
         for size, frame, _, source in staged:
-            self._enqueue_upload(size, frame, source)
+            upload.enqueue_upload(self, size, frame, source)
         if chain:
             for before, slot in zip([previous] + list(slots[:-1]), slots):
                 if before is not None:
