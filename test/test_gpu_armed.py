@@ -64,6 +64,8 @@ def run_sequence(engine, msgs, arm):
     for i, msg in enumerate(msgs):
         slot = slots[i % 2]
         engine.submit_group([msg], [slot], previous=previous, chain=True)
+        # a fired frame is collected from the copies enqueued with its chain, no other
+        assert (slot.prefetched is not None) == (arm and i > 0)
         if arm and i + 1 < len(msgs):  # arm() must not wait behind its own gate either
             assert within_deadline(lambda: engine.arm(msgs[i + 1], slots[(i + 1) % 2],
                                                       previous=slot))

@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from xfeat_ros.errors import ImageError
-from xfeat_ros.gpu import kernels, ops, upload
+from xfeat_ros.gpu import kernels, ops, results as host_results, upload
 from xfeat_ros.gpu.buffers import copy_async, message_bytes, PinnedBuffer
 from xfeat_ros.image_codec import ImageLayout, validate_layout
 from xfeat_ros.preprocess import model_size
@@ -68,6 +68,7 @@ class Armed:
     started: object     # CUDA event recorded when the gate opened (the frame's device start)
     reserved: object = None  # the image buffer the chain uploads from, held (or None)
     source: int = 0     # host address the chain uploads from
+    prefetched: object = None  # its results' copies (.results.prefetch), the slot's on fire
 
 
 def reserve(engine, previous, nbytes):
@@ -147,6 +148,8 @@ def arm(engine, like, slot, previous=None):
         # into CuPy's pool now is what it gets, instead of a page-locked allocation, which
         # synchronizes implicitly and could wait for this very gate.
         PinnedBuffer(4, np.int32)
+        # The same for the block its results are copied into, behind its work (below).
+        block = host_results.prefetch_block(slot)
         started = cupy.cuda.Event()
         frame = (slot, height, width, info, step, big_endian)
         # Stamped before the wait is enqueued: whatever blocks below, the host never opens
@@ -169,13 +172,18 @@ def arm(engine, like, slot, previous=None):
     marks.append(('match', time.perf_counter()))
     engine.flush()
     marks.append(('flush', time.perf_counter()))
+    with cupy.cuda.Device(engine.gpu):
+        # the results' copies follow the chain: the frame's collection only waits for them
+        prefetched = host_results.prefetch(slot, engine.stream, block)
+    engine._in_flight.append(prefetched[1])  # its block is kept until the copies passed
+    marks.append(('prefetch', time.perf_counter()))
     # Seconds of each step, for the probe: a step near DEVICE_LIFETIME_NS blocked behind the
     # gate it had just enqueued (an implicitly synchronizing call), naming the culprit.
     engine.last_arm_seconds = {name: round(t - marks[i][1], 6)
                                for i, (name, t) in enumerate(marks[1:])}
     engine._armed = Armed((layout, settings_key(engine)), slot, previous, gate,
                           staging, nbytes, armed_at, started,
-                          reserved[0] if reserved else None, source)
+                          reserved[0] if reserved else None, source, prefetched)
     engine.arm_counts['armed'] += 1
     return True
 
@@ -227,6 +235,7 @@ def fire(engine, msgs, slots, previous, chain):
         # where the upload still stands behind the closed gate)
         armed.slot.upload_source = data
     armed.slot.pooled_offset = upload.pooled_offset(engine, data)
+    armed.slot.prefetched = armed.prefetched
     engine.last_fire_copied = armed.reserved is None
     t1 = time.perf_counter()
     armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)

@@ -120,6 +120,7 @@ class GpuSlot:
         self.submitted = False
         self.pending = False  # decoded, waiting for its batch's backbone call
         self.matched = False
+        self.prefetched = None  # its results' copies, enqueued with an armed chain (.results)
         self.image_hw = None
         self.marks = []
 

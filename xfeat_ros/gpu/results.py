@@ -12,7 +12,10 @@ its work in stream order, so that the host waits once instead of waiting for
 the counts and then for the copies; :func:`assemble` cuts the rows to the
 counts, which the flush's small pinned copies hold by then. A slot's
 features may leave on another stream as soon as its batch is described
-(:func:`copy_early_and_late`), while its matches are still being made.
+(:func:`copy_early_and_late`), while its matches are still being made. A
+chain enqueued before its frame exists (:mod:`.armed`) enqueues its copies
+too, behind its work (:func:`prefetch`): :func:`fetch` then only waits for
+them.
 """
 
 import math
@@ -48,19 +51,31 @@ def result_parts(slot, kinds, finished=True):
     return out
 
 
-def copy_to_host(requests, stream):
+def _sizes(arrays):
+    """Bytes of the first ``rows`` rows of each ``(array, rows)``."""
+    # math.prod, not np.prod: a dozen calls per frame, ~8 us each in NumPy
+    return [rows * math.prod(array.shape[1:]) * array.itemsize for array, rows in arrays]
+
+
+def _block_bytes(sizes):
+    """Bytes of a pinned block holding pieces of ``sizes``, each at an 8-byte boundary."""
+    return sum((n + 7) // 8 * 8 for n in sizes) + 8
+
+
+def copy_to_host(requests, stream, block=None):
     """
     Enqueue the copies of every request's arrays into one pinned block.
 
-    Returns ``(event, views)``: ``views[r]`` lists NumPy views (the first
-    ``rows`` rows of each array) of request ``r``; read them after
+    ``block``: a :class:`PinnedBuffer` to copy into (a new one if None or too
+    small). Returns ``(event, views)``: ``views[r]`` lists NumPy views (the
+    first ``rows`` rows of each array) of request ``r``; read them after
     ``event.synchronize()``.
     """
     cupy = cupy_module()
     arrays = [(array, rows) for _, _, parts in requests for array, rows in parts]
-    # math.prod, not np.prod: a dozen calls per frame, ~8 us each in NumPy
-    sizes = [rows * math.prod(array.shape[1:]) * array.itemsize for array, rows in arrays]
-    block = PinnedBuffer(sum((n + 7) // 8 * 8 for n in sizes) + 8)
+    sizes = _sizes(arrays)
+    if block is None or block.nbytes < _block_bytes(sizes):
+        block = PinnedBuffer(_block_bytes(sizes))
     flat, offset = [], 0
     for (array, rows), nbytes in zip(arrays, sizes):
         copy_async(block.ptr + offset, array.data.ptr, nbytes,
@@ -109,6 +124,37 @@ def copy_early_and_late(requests, early_stream, stream, behind_done=False):
     return copies
 
 
+def prefetch_block(slot):
+    """
+    Return a pinned block that holds whatever :func:`prefetch` may copy for ``slot``.
+
+    Taken before a gate is enqueued (:mod:`.armed`): a page-locked allocation
+    behind a closed gate may synchronize implicitly and wait for it.
+    """
+    match, rows = slot.matches, slot.capacity
+    return PinnedBuffer(_block_bytes(_sizes([
+        (slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows),
+        (match.idx0, match.capacity), (match.idx1, match.capacity),
+        (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)])))
+
+
+def prefetch(slot, stream, block=None):
+    """
+    Enqueue the copies of everything ``slot`` will hold, on ``stream`` behind its work.
+
+    Its whole capacity, as the counts are not known yet; into ``block`` (of
+    :func:`prefetch_block`) if given. Returns ``(requests, (event, views))``:
+    kept as the slot's ``prefetched`` once the frame is really there,
+    :func:`fetch` then waits for these copies instead of enqueuing its own.
+    The caller keeps the block (``views``) alive until ``event`` has passed,
+    whether the frame comes or not.
+    """
+    kinds = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
+             if getattr(slot, flag, False)]
+    requests = result_parts(slot, kinds, finished=False)
+    return requests, copy_to_host(requests, stream, block)
+
+
 def assemble(kind, slot, arrays):
     """Build a host :class:`Features` or :class:`MatchResult` (rows cut to the slot's counts)."""
     if kind == FEATURES:
@@ -129,18 +175,26 @@ def fetch(slots, kinds, early_stream, stream, flush, behind_done=False):
     for its counts first). Features of a described batch go on
     ``early_stream`` as soon as their batch is described, beside the matching
     and the checks; the rest follows ``stream`` (``behind_done``: see
-    :func:`copy_early_and_late`). One wait per copy block.
+    :func:`copy_early_and_late`). A slot whose copies were enqueued with its
+    work (its ``prefetched``, :func:`prefetch`) only waits for them. One wait
+    per copy block.
     """
-    requests = []
+    requests, copies = [], []
     for slot in slots:
         wanted = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
                   if kind in kinds and getattr(slot, flag, False)]
-        if wanted:
-            flush(slot)
-            requests.extend(result_parts(slot, wanted, slot.done.done))
-    copies = copy_early_and_late(requests, early_stream, stream, behind_done)
+        if not wanted:
+            continue
+        prefetched = getattr(slot, 'prefetched', None)
+        if prefetched is not None:
+            copies.append(prefetched)
+            continue
+        flush(slot)
+        requests.extend(result_parts(slot, wanted, slot.done.done))
+    if requests:
+        copies.extend(copy_early_and_late(requests, early_stream, stream, behind_done))
     for _, (event, _) in copies:
         event.synchronize()
     return {(id(slot), kind): assemble(kind, slot, arrays)
             for requests, (_, views) in copies
-            for (kind, slot, _), arrays in zip(requests, views)}
+            for (kind, slot, _), arrays in zip(requests, views) if kind in kinds}

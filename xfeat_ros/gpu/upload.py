@@ -104,4 +104,5 @@ def enqueue_upload(engine, size, frame, source, fetch=None):
     slot.submitted = True
     slot.pending = True
     slot.matched = False
+    slot.prefetched = None  # copies enqueued for an earlier frame (.armed) are not this one's
     slot.image_hw = frame[1:3]
