@@ -9,8 +9,10 @@
 # A tree named X other than `new` is the directory .X at the repository root (carry it),
 # made with
 #   mkdir .X; git archive C xfeat_ros kernels config | tar -x -C .X; rm .X/xfeat_ros/data/*.npz
-# `new` is the working tree. Each run writes OUT/<tree>_<encoding>_<round>.json and .txt and
-# prints one summary line (latency and reader p50/p99, drops, the node's stage medians).
+# `new` is the working tree. An entry TREE@VAR=VALUE runs TREE with VAR=VALUE in the node's
+# environment only (e.g. new@RMW_FASTRTPS_PUBLICATION_MODE=SYNCHRONOUS; label TREE-value).
+# Each run writes OUT/<label>_<encoding>_<round>.json and .txt and prints one summary line
+# (latency and reader p50/p99, drops, the node's stage medians).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 OUT="${OUT:-/tmp/xfeat_node_ab}"
@@ -20,7 +22,8 @@ mkdir -p "${OUT}"
 source scripts/ros_env.sh
 export PYTHONPATH="${PWD}" PYTHONUNBUFFERED=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
-for tree in ${TREES:-base new}; do
+for entry in ${TREES:-base new}; do
+  tree="${entry%%@*}"
   if [[ "${tree}" != new && ! -d ".${tree}/xfeat_ros" ]]; then
     echo "node_ab: .${tree} is missing (carry it)"
     exit 2
@@ -28,13 +31,21 @@ for tree in ${TREES:-base new}; do
 done
 for round in $(seq "${ROUNDS:-2}"); do
   for encoding in ${ENCODINGS:-rgb8}; do
-    for tree in ${TREES:-base new}; do
-      wrapper=()
+    for entry in ${TREES:-base new}; do
+      tree="${entry%%@*}" setting="" label="${entry%%@*}"
+      if [[ "${entry}" == *@* ]]; then
+        setting="${entry#*@}"
+        label="${tree}-$(tr '[:upper:]' '[:lower:]' <<< "${setting#*=}")"
+      fi
+      node_env=()
+      [[ -n "${setting}" ]] && node_env+=("${setting}")
       if [[ "${tree}" != new ]]; then
         # PYTHONSAFEPATH: the working directory must not come before the older tree
-        wrapper=(--node-wrapper "env PYTHONSAFEPATH=1 PYTHONPATH=${PWD}/.${tree}:${PWD}")
+        node_env+=(PYTHONSAFEPATH=1 "PYTHONPATH=${PWD}/.${tree}:${PWD}")
       fi
-      name="${tree}_${encoding}_${round}"
+      wrapper=()
+      [[ ${#node_env[@]} -gt 0 ]] && wrapper=(--node-wrapper "env ${node_env[*]}")
+      name="${label}_${encoding}_${round}"
       echo "== ${name} ($(date -u +%T))"
       timeout 300 python3 -m xfeat_ros.tools.bench node --backend pytorch \
         --images test/data/data/tum_fr2_desk --weights xfeat_ros/data/xfeat_backbone.npz \

@@ -32,8 +32,11 @@ class Sink:
     def topic_name(self, camera, name):
         return f'/{camera}/{name}'
 
-    def publish_frame(self, out):
+    def publish_keypoints(self, out):
         self.sent.append(('frame', out.camera, out))
+
+    def publish_matches(self, out):
+        self.sent.append(('matches', out.camera, out))
 
     def publish_cloud(self, out):
         self.sent.append(('cloud', out.camera, out))

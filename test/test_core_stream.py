@@ -92,16 +92,16 @@ def test_published_timings_and_stages():
     stream = CameraStream('')
     item = stream.accept(frame_msg(0, stamp_s=time.time() - 0.5), 1.0)
     item.marks.update(queue=1.01, submit=1.02, device=1.1, results=1.11, handoff=1.15,
-                      tracks=1.16, publish=1.2)
+                      tracks=1.16, keypoints=1.18, publish=1.2)
     stream.published(item, 1.25)
     times, latency = stream.timings()
     assert times == [1.25] and latency == [250.0] and stream.counts()['published'] == 1
     stages = stream.stage_medians()
     assert list(stages) == ['transport', 'queue', 'submit', 'device', 'results', 'handoff',
-                            'tracks', 'publish', 'output']
+                            'tracks', 'keypoints', 'publish', 'output']
     assert 500 <= stages['transport'] < 5000  # the stamp was half a second old on receipt
     np.testing.assert_allclose([stages[s] for s in STAGES[1:]],
-                               [10, 10, 80, 10, 40, 10, 40, 50], atol=1e-6)
+                               [10, 10, 80, 10, 40, 10, 20, 20, 50], atol=1e-6)
     # The stages after receipt add up to the node's own latency.
     assert sum(stages[s] for s in STAGES[1:]) == pytest.approx(latency[0])
     unstamped = stream.accept(frame_msg(1, stamp_s=0.0), 2.0)

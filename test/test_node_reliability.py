@@ -313,7 +313,7 @@ def test_diagnostics_healthy_stream(weights_npz, engine):
         # The latency budget per stage (medians, ms): engine work shows in 'device'.
         stages = {s: float(values[f'{s}_ms_median'])
                   for s in ('queue', 'submit', 'device', 'results', 'handoff', 'tracks',
-                            'publish', 'output')}
+                            'keypoints', 'publish', 'output')}
         assert min(stages.values()) >= 0 and stages['submit'] + stages['device'] > 0.1
         stages = list(stages.values())
         assert max(stages) <= float(values['latency_max_ms'])

@@ -372,18 +372,22 @@ class XFeatNode(Node):
                             key=(camera, 'lost', ports.reliability))
 
     # -- outputs (the core's sink) ----------------------------------------------------------------
-    def publish_frame(self, out):
-        """Publish a frame's Keypoints, and its Matches after the camera's first frame."""
-        ports, frame = self.ports[out.camera], out.frame
+    def publish_keypoints(self, out):
+        """Publish a frame's Keypoints."""
+        frame = out.frame
         # CDR written from the NumPy arrays: half the cost of building the message
         # (docs/transport.md); the bytes equal rclpy's serialization (test_cdr).
-        ports.keypoints.publish(write_keypoints(CdrWriter(), frame.header, frame.features,
-                                                (frame.track_ids, frame.track_ages),
-                                                self.outputs.descriptor_encoding))
+        self.ports[out.camera].keypoints.publish(write_keypoints(
+            CdrWriter(), frame.header, frame.features, (frame.track_ids, frame.track_ages),
+            self.outputs.descriptor_encoding))
+
+    def publish_matches(self, out):
+        """Publish a frame's Matches (none after the camera's first frame)."""
         if out.previous is not None:
-            ports.matches.publish(write_matches(CdrWriter(), frame.header, out.previous.stamp,
-                                                out.previous.features, frame.features,
-                                                out.matches))
+            frame = out.frame
+            self.ports[out.camera].matches.publish(write_matches(
+                CdrWriter(), frame.header, out.previous.stamp, out.previous.features,
+                frame.features, out.matches))
 
     def publish_cloud(self, out):
         """Publish a frame's ``c/keypoint_cloud``."""

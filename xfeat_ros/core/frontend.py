@@ -52,8 +52,11 @@ class Sink(Protocol):
     def topic_name(self, camera, name):
         """Return the name of output ``name`` of ``camera``, for log lines."""
 
-    def publish_frame(self, out):
-        """Send the Keypoints of a :class:`FrameOutput`, and Matches after a previous frame."""
+    def publish_keypoints(self, out):
+        """Send the Keypoints of a :class:`FrameOutput`."""
+
+    def publish_matches(self, out):
+        """Send the Matches of a :class:`FrameOutput` (none for a camera's first frame)."""
 
     def publish_cloud(self, out):
         """Send the keypoint cloud of a :class:`FrameOutput`."""
@@ -109,7 +112,9 @@ class FrontEnd:
         done.item.marks['handoff'] = time.monotonic()
         out = stream.advance(done)
         done.item.marks['tracks'] = time.monotonic()
-        self.sink.publish_frame(out)
+        self.sink.publish_keypoints(out)
+        done.item.marks['keypoints'] = time.monotonic()
+        self.sink.publish_matches(out)
         done.item.marks['publish'] = time.monotonic()
         if out.size_changed:
             stream.count('matches_empty_size_change')

@@ -27,10 +27,11 @@ TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage fig
 # this machine's clock), queue (-> taken into a group), submit (-> the group is enqueued on
 # the engine: host work; the CPU engine computes here), device (-> the engine's synchronize
 # returns), results (-> features and matches are on the host, stereo matched), handoff
-# (-> the output thread starts the frame), tracks (-> track ids assigned), publish
-# (-> Keypoints and Matches serialized and published), output (-> every other output sent).
-STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'tracks', 'publish',
-          'output')
+# (-> the output thread starts the frame), tracks (-> track ids assigned), keypoints
+# (-> Keypoints serialized and handed to the middleware: what most readers wait for), publish
+# (-> Matches too), output (-> every other output sent).
+STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'tracks', 'keypoints',
+          'publish', 'output')
 # The transport stage in three parts, from the DDS timestamps of the image's message info
 # (same machine, same clock): the camera's own time from its stamp to its DDS write
 # (conversion and serialization in the driver), the middleware's delivery into the node's

@@ -93,15 +93,20 @@ class BagSink:
         """Return the topic of output ``name`` of ``camera`` (its image topic for 'image')."""
         return camera if name == 'image' else output_topic(camera, name)
 
-    def publish_frame(self, out):
-        """Write a frame's Keypoints, and its Matches after the camera's first frame."""
-        from xfeat_ros.messages import keypoints_msg, matches_msg
+    def publish_keypoints(self, out):
+        """Write a frame's Keypoints."""
+        from xfeat_ros.messages import keypoints_msg
         frame = out.frame
         self._write(out.camera, 'keypoints', frame.header, keypoints_msg(
             frame.header, frame.features, (frame.track_ids, frame.track_ages),
             self.config.descriptor_encoding))
         self.counts['frames'] += 1
         self.counts['keypoints'] += len(frame.features)
+
+    def publish_matches(self, out):
+        """Write a frame's Matches (none after the camera's first frame)."""
+        from xfeat_ros.messages import matches_msg
+        frame = out.frame
         if out.previous is not None:
             self._write(out.camera, 'matches', frame.header, matches_msg(
                 frame.header, out.previous.stamp, out.previous.features, frame.features,
