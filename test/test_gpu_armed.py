@@ -21,6 +21,8 @@ from types import SimpleNamespace
 from golden_util import GOLDEN_IMAGES
 import numpy as np
 import pytest
+from xfeat_ros import keypoints_wire
+from xfeat_ros.cdr import Header, keypoints_cdr, Time
 from xfeat_ros.errors import ImageLayoutError
 from xfeat_ros.gpu import armed, kernels
 from xfeat_ros.image_codec import ImageLayout, raw_image
@@ -56,7 +58,7 @@ def within_deadline(call):
     return out.get('value')
 
 
-def run_sequence(engine, msgs, arm):
+def run_sequence(engine, msgs, arm, placement=None):
     """Each frame alone, chained to the one before; with ``arm`` each next one armed first."""
     slots = [engine.alloc_slot(), engine.alloc_slot()]
     previous, out = None, []
@@ -68,7 +70,7 @@ def run_sequence(engine, msgs, arm):
         assert (slot.prefetched is not None) == (arm and i > 0)
         if arm and i + 1 < len(msgs):  # arm() must not wait behind its own gate either
             assert within_deadline(lambda: engine.arm(msgs[i + 1], slots[(i + 1) % 2],
-                                                      previous=slot))
+                                                      previous=slot, placement=placement))
         out.append(within_deadline(lambda: engine.results([slot])[0]))
         previous = slot
     if arm:
@@ -100,6 +102,31 @@ def test_armed_frames_equal_ordinary_frames(engine, shared_dir, encoding):
     want = run_sequence(engine, msgs, arm=False)
     assert sum(len(m.idx0) for _, m in want[1:]) > 0
     assert_same_results(run_sequence(engine, msgs, arm=True), want)
+
+
+@pytest.mark.gpu
+def test_features_placed_for_their_message_equal_ordinary_frames(engine, shared_dir):
+    """An armed frame's features copied to the places of its Keypoints message."""
+    msgs = tum_messages(shared_dir)
+    want = run_sequence(engine, msgs, arm=False)
+    got = run_sequence(engine, msgs, arm=True, placement=keypoints_wire.placement('camera'))
+    assert_same_results(got, want)
+    assert got[0][0].wire is None   # the first frame was not armed
+    written = 0
+    for features, _ in got[1:]:
+        assert features.wire is not None
+        found = keypoints_wire.layout('camera', len(features), features.descriptors.shape[1])
+        if len(features) != engine.top_k:   # placed for top_k rows: written the ordinary way
+            assert not keypoints_wire.fits(features.wire, found, features)
+            continue
+        assert keypoints_wire.fits(features.wire, found, features)
+        header = Header(Time(7, 8), 'camera')
+        ids, ages = np.arange(len(features), dtype=np.uint64), np.ones(len(features), np.uint32)
+        size = keypoints_wire.write_around(features.wire, found, header, features.image_hw,
+                                           ids, ages)
+        assert bytes(features.wire[:size]) == keypoints_cdr(header, features, (ids, ages))
+        written += 1
+    assert written > 0
 
 
 def place(buffer, msg, offset):

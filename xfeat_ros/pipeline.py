@@ -22,13 +22,16 @@ class Features:
 
     ``keypoints`` float32 [N, 2] (x, y) in original pixels, ``scores`` float32
     [N] descending, ``descriptors`` float32 [N, 64] unit length, ``image_hw``
-    the original (height, width).
+    the original (height, width). ``wire``: the uint8 block the three arrays
+    lie in when the GPU engine copied them to a message's places (an armed
+    frame, :mod:`xfeat_ros.keypoints_wire`), else None.
     """
 
     keypoints: np.ndarray
     scores: np.ndarray
     descriptors: np.ndarray
     image_hw: tuple
+    wire: object = None
 
     def __len__(self):
         """Return the number of keypoints."""

@@ -296,16 +296,32 @@ class SerializedPublisher:
             if self._buffer.size < size:
                 self._buffer = np.zeros(int(size * GROWTH), np.uint8)
             writer.write_into(memoryview(self._buffer))
-            message = self._message
-            message.buffer = self._buffer.ctypes.data
-            message.buffer_length = size
-            message.buffer_capacity = self._buffer.size
-            with self.publisher.handle:
-                ret = self._rcl.publish(self.publisher.handle.pointer, ctypes.byref(message),
-                                        None)
-            if ret != RCL_RET_OK:
-                raise TransportError(f'publishing on {self.publisher.topic_name} failed '
-                                     f'({ret}): {self._rcl.error()}')
+            self._send(self._buffer, size)
+
+    def publish_block(self, block, size):
+        """
+        Publish ``block[:size]`` (uint8: one whole serialized message) as it lies, no copy.
+
+        For a message written in place (:mod:`xfeat_ros.keypoints_wire`).
+        Raises :class:`TransportError` with rcl's message when rcl refuses it.
+        """
+        if not 0 < size <= block.size:
+            raise ValueError(f'a message of {size} bytes in a block of {block.size}')
+        with self._lock:
+            self._send(block, size)
+
+    def _send(self, block, size):
+        """Publish the first ``size`` bytes of ``block`` (under the lock)."""
+        message = self._message
+        message.buffer = block.ctypes.data
+        message.buffer_length = size
+        message.buffer_capacity = block.size
+        with self.publisher.handle:
+            ret = self._rcl.publish(self.publisher.handle.pointer, ctypes.byref(message),
+                                    None)
+        if ret != RCL_RET_OK:
+            raise TransportError(f'publishing on {self.publisher.topic_name} failed '
+                                 f'({ret}): {self._rcl.error()}')
 
 
 class RclpyPublisher:

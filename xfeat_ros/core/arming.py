@@ -61,8 +61,10 @@ class ArmedFrames:
             if entry is None or entry.slot is None or entry.like is None or self._armed:
                 return
             slot = self._slot()
+            place = self.placement(camera) if self.placement is not None else None
             try:
-                armed = arm(entry.like, slot, previous=entry.slot)
+                armed = (arm(entry.like, slot, previous=entry.slot) if place is None else
+                         arm(entry.like, slot, previous=entry.slot, placement=place))
             except Exception:  # noqa: B902 - arming is an optimisation; the frame path stays
                 armed = False
                 self.report.error('arming the next frame failed (the next frame takes the '

@@ -97,6 +97,8 @@ class Scheduler(ArmedFrames):
         self.stereo = stereo
         self.make_cpu_engine = make_cpu_engine
         self.on_done = self.on_reject = self.on_failure = None
+        # placement(camera): where an armed frame's features go (GpuEngine.arm), or None
+        self.placement = None
         self.fallback = None   # why the engine fell back to the CPU, once it did
         self.failure = None    # why the engine stopped, once it did
         self._queues = {name: deque() for name in streams}

@@ -69,6 +69,7 @@ class Armed:
     reserved: object = None  # the image buffer the chain uploads from, held (or None)
     source: int = 0     # host address the chain uploads from
     prefetched: object = None  # its results' copies (.results.prefetch), the slot's on fire
+    wire: object = None  # the block, when the features were placed for a message
 
 
 def reserve(engine, previous, nbytes):
@@ -105,13 +106,16 @@ def armable(engine, size):
     return ws
 
 
-def arm(engine, like, slot, previous=None):
+def arm(engine, like, slot, previous=None, placement=None):
     """
     Enqueue a frame laid out like ``like`` into ``slot`` (matched against ``previous``).
 
     Returns whether the chain was armed (see the module docstring for when
     it is not). ``slot`` is reserved for that frame; the caller must not read
     it until it submitted the frame (or the chain was cancelled).
+    ``placement`` (see :func:`.results.prefetch_block`) puts the frame's
+    features where a message of them keeps them; its Features then carry
+    that block as ``wire``.
     """
     marks = [('start', time.perf_counter())]
     engine.last_arm_seconds = None
@@ -149,7 +153,7 @@ def arm(engine, like, slot, previous=None):
         # synchronizes implicitly and could wait for this very gate.
         PinnedBuffer(4, np.int32)
         # The same for the block its results are copied into, behind its work (below).
-        block = host_results.prefetch_block(slot)
+        block, placed = host_results.prefetch_block(slot, placement)
         started = cupy.cuda.Event()
         frame = (slot, height, width, info, step, big_endian)
         # Stamped before the wait is enqueued: whatever blocks below, the host never opens
@@ -174,7 +178,7 @@ def arm(engine, like, slot, previous=None):
     marks.append(('flush', time.perf_counter()))
     with cupy.cuda.Device(engine.gpu):
         # the results' copies follow the chain: the frame's collection only waits for them
-        prefetched = host_results.prefetch(slot, engine.stream, block)
+        prefetched = host_results.prefetch(slot, engine.stream, block, placed)
     engine._in_flight.append(prefetched[1])  # its block is kept until the copies passed
     marks.append(('prefetch', time.perf_counter()))
     # Seconds of each step, for the probe: a step near DEVICE_LIFETIME_NS blocked behind the
@@ -183,7 +187,8 @@ def arm(engine, like, slot, previous=None):
                                for i, (name, t) in enumerate(marks[1:])}
     engine._armed = Armed((layout, settings_key(engine)), slot, previous, gate,
                           staging, nbytes, armed_at, started,
-                          reserved[0] if reserved else None, source, prefetched)
+                          reserved[0] if reserved else None, source, prefetched,
+                          block.array if placed else None)
     engine.arm_counts['armed'] += 1
     return True
 
@@ -236,6 +241,7 @@ def fire(engine, msgs, slots, previous, chain):
         armed.slot.upload_source = data
     armed.slot.pooled_offset = upload.pooled_offset(engine, data)
     armed.slot.prefetched = armed.prefetched
+    armed.slot.wire = armed.wire
     engine.last_fire_copied = armed.reserved is None
     t1 = time.perf_counter()
     armed.gate.array[0] = kernels.GATE_OPEN  # after the bytes (x86 keeps the store order)

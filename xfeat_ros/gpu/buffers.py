@@ -121,6 +121,7 @@ class GpuSlot:
         self.pending = False  # decoded, waiting for its batch's backbone call
         self.matched = False
         self.prefetched = None  # its results' copies, enqueued with an armed chain (.results)
+        self.wire = None        # their block, when placed for a message (.results.prefetch)
         self.image_hw = None
         self.marks = []
 

@@ -370,7 +370,7 @@ class GpuEngine:
                 self._enqueue_matches([(previous, slot, self.tensor_cores)])
         slot.matched = True
 
-    def arm(self, like, slot, previous=None):
+    def arm(self, like, slot, previous=None, placement=None):
         """
         Enqueue the next frame (laid out like ``like``) into ``slot`` before it comes.
 
@@ -380,7 +380,7 @@ class GpuEngine:
         cancels it (:mod:`.armed`). Returns whether it was armed. ``slot`` is
         reserved for that frame: do not read it before submitting into it.
         """
-        return armed.arm(self, like, slot, previous)
+        return armed.arm(self, like, slot, previous, placement)
 
     def disarm(self):
         """Cancel an armed chain, if any (its slot then holds no frame)."""

@@ -62,28 +62,33 @@ def _block_bytes(sizes):
     return sum((n + 7) // 8 * 8 for n in sizes) + 8
 
 
-def copy_to_host(requests, stream, block=None):
+def copy_to_host(requests, stream, block=None, placed=()):
     """
     Enqueue the copies of every request's arrays into one pinned block.
 
     ``block``: a :class:`PinnedBuffer` to copy into (a new one if None or too
-    small). Returns ``(event, views)``: ``views[r]`` lists NumPy views (the
-    first ``rows`` rows of each array) of request ``r``; read them after
-    ``event.synchronize()``.
+    small). ``placed``: ``(start, offsets)``, the byte offsets of the first
+    arrays (in request order) and where the rest begin. Returns ``(event,
+    views)``: ``views[r]`` lists NumPy views (the first ``rows`` rows of each
+    array) of request ``r``; read them after ``event.synchronize()``.
     """
     cupy = cupy_module()
     arrays = [(array, rows) for _, _, parts in requests for array, rows in parts]
     sizes = _sizes(arrays)
-    if block is None or block.nbytes < _block_bytes(sizes):
-        block = PinnedBuffer(_block_bytes(sizes))
-    flat, offset = [], 0
-    for (array, rows), nbytes in zip(arrays, sizes):
+    start, fixed = placed or (0, ())
+    start = (start + 7) // 8 * 8
+    if block is None or block.nbytes < start + _block_bytes(sizes[len(fixed):]):
+        block = PinnedBuffer(start + _block_bytes(sizes[len(fixed):]))
+    flat, offset = [], start
+    for index, ((array, rows), nbytes) in enumerate(zip(arrays, sizes)):
+        if index < len(fixed):
+            offset = fixed[index]
         copy_async(block.ptr + offset, array.data.ptr, nbytes,
                    cupy.cuda.runtime.memcpyDeviceToHost, stream)
         shape = (rows,) + tuple(array.shape[1:])
         flat.append(np.frombuffer(block.memory, dtype=array.dtype,
                                   count=math.prod(shape), offset=offset).reshape(shape))
-        offset += (nbytes + 7) // 8 * 8
+        offset = start if index + 1 == len(fixed) else offset + (nbytes + 7) // 8 * 8
     event = cupy.cuda.Event(disable_timing=True)
     event.record(stream)
     views, start = [], 0
@@ -124,42 +129,53 @@ def copy_early_and_late(requests, early_stream, stream, behind_done=False):
     return copies
 
 
-def prefetch_block(slot):
+def prefetch_block(slot, place=None):
     """
-    Return a pinned block that holds whatever :func:`prefetch` may copy for ``slot``.
+    Return ``(block, placed)``: a pinned block for whatever :func:`prefetch` may copy.
 
-    Taken before a gate is enqueued (:mod:`.armed`): a page-locked allocation
-    behind a closed gate may synchronize implicitly and wait for it.
+    ``place(rows, dim)`` (or None) returns ``(size, (keypoints, scores,
+    descriptors))``: the features' byte offsets in the first ``size`` bytes
+    (a message laid out around them, :mod:`xfeat_ros.keypoints_wire`); the
+    rest follows. Taken before a gate is enqueued (:mod:`.armed`): a
+    page-locked allocation behind a closed gate may synchronize implicitly
+    and wait for it.
     """
     match, rows = slot.matches, slot.capacity
-    return PinnedBuffer(_block_bytes(_sizes([
-        (slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows),
-        (match.idx0, match.capacity), (match.idx1, match.capacity),
-        (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)])))
+    features = [(slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows)]
+    rest = [(match.idx0, match.capacity), (match.idx1, match.capacity),
+            (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)]
+    found = place(rows, slot.desc_dim) if place is not None else None
+    if found is None:
+        return PinnedBuffer(_block_bytes(_sizes(features + rest))), ()
+    size, offsets = found
+    return PinnedBuffer((size + 7) // 8 * 8 + _block_bytes(_sizes(rest))), (size, offsets)
 
 
-def prefetch(slot, stream, block=None):
+def prefetch(slot, stream, block=None, placed=()):
     """
     Enqueue the copies of everything ``slot`` will hold, on ``stream`` behind its work.
 
     Its whole capacity, as the counts are not known yet; into ``block`` (of
-    :func:`prefetch_block`) if given. Returns ``(requests, (event, views))``:
-    kept as the slot's ``prefetched`` once the frame is really there,
-    :func:`fetch` then waits for these copies instead of enqueuing its own.
-    The caller keeps the block (``views``) alive until ``event`` has passed,
-    whether the frame comes or not.
+    :func:`prefetch_block`, with its ``placed``) if given. Returns
+    ``(requests, (event, views))``: kept as the slot's ``prefetched`` once
+    the frame is really there, :func:`fetch` then waits for these copies
+    instead of enqueuing its own. The caller keeps the block (``views``)
+    alive until ``event`` has passed, whether the frame comes or not.
     """
     kinds = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
              if getattr(slot, flag, False)]
     requests = result_parts(slot, kinds, finished=False)
-    return requests, copy_to_host(requests, stream, block)
+    if FEATURES not in kinds:
+        placed = ()
+    return requests, copy_to_host(requests, stream, block, placed)
 
 
 def assemble(kind, slot, arrays):
     """Build a host :class:`Features` or :class:`MatchResult` (rows cut to the slot's counts)."""
     if kind == FEATURES:
         n = slot.keypoint_count()
-        return Features(arrays[0][:n], arrays[1][:n], arrays[2][:n], slot.image_hw)
+        return Features(arrays[0][:n], arrays[1][:n], arrays[2][:n], slot.image_hw,
+                        getattr(slot, 'wire', None))
     m = int(slot.host_counts.array[1])
     verified = arrays[3][:m].astype(bool) if len(arrays) > 3 else None
     return MatchResult(arrays[0][:m].astype(np.int64), arrays[1][:m].astype(np.int64),

@@ -105,4 +105,5 @@ def enqueue_upload(engine, size, frame, source, fetch=None):
     slot.pending = True
     slot.matched = False
     slot.prefetched = None  # copies enqueued for an earlier frame (.armed) are not this one's
+    slot.wire = None
     slot.image_hw = frame[1:3]
