@@ -17,11 +17,8 @@ set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 OUT="${OUT:-/tmp/xfeat_node_ab}"
 mkdir -p "${OUT}"
-[[ -e .venv ]] || ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
 # shellcheck disable=SC1091
-source scripts/ros_env.sh
-export PYTHONPATH="${PWD}" PYTHONUNBUFFERED=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
+source bench/node_env.sh
 for entry in ${TREES:-base new}; do
   tree="${entry%%@*}"
   if [[ "${tree}" != new && ! -d ".${tree}/xfeat_ros" ]]; then

@@ -10,11 +10,8 @@ set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.." || exit 2
 OUT="${OUT:-/tmp/xfeat_arm_ab}"
 mkdir -p "${OUT}"
-[[ -e .venv ]] || ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
 # shellcheck disable=SC1091
-source scripts/ros_env.sh
-export PYTHONPATH="${PWD}" PYTHONUNBUFFERED=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
+source bench/node_env.sh
 DATA="${XFEAT_BENCH_DATA:-${PWD}/.devlite}"
 for round in $(seq "${ROUNDS:-2}"); do
   for arm in true false; do
