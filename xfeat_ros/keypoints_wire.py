@@ -18,6 +18,7 @@ Plain Python and NumPy, no rclpy.
 """
 
 from collections import namedtuple
+import functools
 import struct
 
 import numpy as np
@@ -50,6 +51,7 @@ class _Cursor:
         return offset
 
 
+@functools.lru_cache(maxsize=32)   # one camera asks for the same layout every frame
 def layout(frame_id, rows, dim):
     """Return the :class:`Layout` of a float32 Keypoints message (``rows`` >= 1)."""
     cursor = _Cursor()

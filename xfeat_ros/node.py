@@ -128,7 +128,6 @@ class XFeatNode(Node):
                                  lambda: self.params['debug_image_color'])
         self.scheduler.on_done = self.frontend.finish
         self.scheduler.placement = self._placement
-        self._frame_ids = {}  # camera -> its last Keypoints' frame_id
         self.scheduler.on_reject = lambda item, exc: self._log_reject(item.camera, exc)
         self.scheduler.on_failure = lambda exc: self.stop_requested.set()
         self.stop_requested = threading.Event()
@@ -376,21 +375,20 @@ class XFeatNode(Node):
     # -- outputs (the core's sink) ----------------------------------------------------------------
     def _placement(self, camera):
         """Where an armed frame's features go: the places of its Keypoints message."""
-        frame_id = self._frame_ids.get(camera)
-        if frame_id is None or self.outputs.descriptor_encoding != keypoints_wire.ENCODING:
+        last = self.streams[camera].previous   # the frame just published
+        if last is None or self.outputs.descriptor_encoding != keypoints_wire.ENCODING:
             return None
-        return keypoints_wire.placement(frame_id)
+        return keypoints_wire.placement(last.header.frame_id)
 
     def publish_keypoints(self, out):
         """Publish a frame's Keypoints (in place where its features lie in one, keypoints_wire)."""
         frame, port = out.frame, self.ports[out.camera].keypoints
-        self._frame_ids[out.camera] = frame.header.frame_id
         if keypoints_wire.publish_in_place(port, frame, self.outputs.descriptor_encoding):
             self.streams[out.camera].count('keypoints_in_place')
             return
         # CDR written from the NumPy arrays: half the cost of building the message
         # (docs/transport.md); the bytes equal rclpy's serialization (test_cdr).
-        self.ports[out.camera].keypoints.publish(write_keypoints(
+        port.publish(write_keypoints(
             CdrWriter(), frame.header, frame.features, (frame.track_ids, frame.track_ages),
             self.outputs.descriptor_encoding))
 

@@ -76,19 +76,20 @@ def copy_to_host(requests, stream, block=None, placed=()):
     arrays = [(array, rows) for _, _, parts in requests for array, rows in parts]
     sizes = _sizes(arrays)
     start, fixed = placed or (0, ())
-    start = (start + 7) // 8 * 8
-    if block is None or block.nbytes < start + _block_bytes(sizes[len(fixed):]):
-        block = PinnedBuffer(start + _block_bytes(sizes[len(fixed):]))
-    flat, offset = [], start
-    for index, ((array, rows), nbytes) in enumerate(zip(arrays, sizes)):
-        if index < len(fixed):
-            offset = fixed[index]
+    offsets = list(fixed)
+    offset = (start + 7) // 8 * 8   # the rest, each at an 8-byte boundary
+    for nbytes in sizes[len(fixed):]:
+        offsets.append(offset)
+        offset += (nbytes + 7) // 8 * 8
+    if block is None or block.nbytes < offset + 8:
+        block = PinnedBuffer(offset + 8)
+    flat = []
+    for (array, rows), nbytes, offset in zip(arrays, sizes, offsets):
         copy_async(block.ptr + offset, array.data.ptr, nbytes,
                    cupy.cuda.runtime.memcpyDeviceToHost, stream)
         shape = (rows,) + tuple(array.shape[1:])
         flat.append(np.frombuffer(block.memory, dtype=array.dtype,
                                   count=math.prod(shape), offset=offset).reshape(shape))
-        offset = start if index + 1 == len(fixed) else offset + (nbytes + 7) // 8 * 8
     event = cupy.cuda.Event(disable_timing=True)
     event.record(stream)
     views, start = [], 0
