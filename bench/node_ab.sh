@@ -10,7 +10,8 @@
 # made with
 #   mkdir .X; git archive C xfeat_ros kernels config | tar -x -C .X; rm .X/xfeat_ros/data/*.npz
 # `new` is the working tree. An entry TREE@VAR=VALUE runs TREE with VAR=VALUE in the node's
-# environment only (e.g. new@RMW_FASTRTPS_PUBLICATION_MODE=SYNCHRONOUS; label TREE-value).
+# environment only (e.g. new@RMW_FASTRTPS_PUBLICATION_MODE=SYNCHRONOUS; label TREE-value);
+# TREE@cpus=LIST runs the node under `taskset -c LIST` (label TREE-cpusLIST).
 # Each run writes OUT/<label>_<encoding>_<round>.json and .txt and prints one summary line
 # (latency and reader p50/p99, drops, the node's stage medians).
 set -u
@@ -34,14 +35,20 @@ for round in $(seq "${ROUNDS:-2}"); do
         setting="${entry#*@}"
         label="${tree}-$(tr '[:upper:]' '[:lower:]' <<< "${setting#*=}")"
       fi
-      node_env=()
-      [[ -n "${setting}" ]] && node_env+=("${setting}")
+      node_env=() pin=""
+      if [[ "${setting}" == cpus=* ]]; then
+        pin="taskset -c ${setting#cpus=}" label="${tree}-cpus${setting#cpus=}"
+      elif [[ -n "${setting}" ]]; then
+        node_env+=("${setting}")
+      fi
       if [[ "${tree}" != new ]]; then
         # PYTHONSAFEPATH: the working directory must not come before the older tree
         node_env+=(PYTHONSAFEPATH=1 "PYTHONPATH=${PWD}/.${tree}:${PWD}")
       fi
       wrapper=()
-      [[ ${#node_env[@]} -gt 0 ]] && wrapper=(--node-wrapper "env ${node_env[*]}")
+      if [[ ${#node_env[@]} -gt 0 || -n "${pin}" ]]; then
+        wrapper=(--node-wrapper "${pin:+${pin} }env ${node_env[*]}")
+      fi
       name="${label}_${encoding}_${round}"
       echo "== ${name} ($(date -u +%T))"
       timeout 300 python3 -m xfeat_ros.tools.bench node --backend pytorch \

@@ -3,7 +3,7 @@
 """
 Where an image's receipt goes: the node's ``transport_take`` split into wake, take and parse.
 
-    python bench/take_probe.py [--frames 300] [--rate 30] [--buffers pinned|numpy]
+    python bench/take_probe.py [--frames 300] [--rate 30] [--buffers pinned|numpy] [--poll-us N]
 
 Two fresh processes, as a camera driver and the node: a plain rclpy publisher
 of 640x480 rgb8 Images at ``--rate`` (stamp set just before ``publish``) and a
@@ -18,6 +18,11 @@ sample, from the message info and the subscriber's clock (same machine):
 * ``wake``: reception -> the subscriber's wait returned;
 * ``take``: rcl's take (rmw's copy of the sample into the buffer);
 * ``parse``: :func:`xfeat_ros.cdr.parse_image` and the node's image check.
+
+With ``--poll-us N`` the subscriber blocks only until N us before the next
+sample is due (the last reception plus one period) and then polls its wait set
+without blocking until a sample is ready or N us after it was due (then blocks
+again): the ``wake`` of a thread that is running when the sample lands.
 
 Both processes load the shipped Fast DDS profile and keep discovery on this
 machine (its own ROS_DOMAIN_ID). Prints the medians and 90th percentiles (ms)
@@ -82,7 +87,27 @@ def rotating_buffers(kind, count=4, nbytes=1 << 20):
     return buffers
 
 
-def subscribe(frames, kind):
+def _ready(wait_set, subscription, timeout_ns):
+    """Wait up to ``timeout_ns`` (0: just look) for ``subscription``; return whether ready."""
+    wait_set.clear_entities()
+    wait_set.add_subscription(subscription.handle)
+    wait_set.wait(timeout_ns)
+    return bool(wait_set.get_ready_entities('subscription'))
+
+
+def _wait(wait_set, subscription, due_ns, poll_ns):
+    """Block, or (``poll_ns`` > 0 and a sample ``due_ns``) block then poll around it."""
+    if poll_ns and due_ns:
+        lead = due_ns - poll_ns - time.time_ns()
+        if lead > 0 and _ready(wait_set, subscription, lead):
+            return
+        while time.time_ns() < due_ns + poll_ns:
+            if _ready(wait_set, subscription, 0):
+                return
+    _ready(wait_set, subscription, 2_000_000_000)
+
+
+def subscribe(frames, kind, poll_us=0, rate=30.0):
     """Take ``frames`` samples; return the per-part times (ms) after the warm-up."""
     import rclpy
     from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -99,10 +124,9 @@ def subscribe(frames, kind):
     rows = []
     with subscription.handle, node.context.handle:
         wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)
+        due = 0
         while len(rows) < frames:
-            wait_set.clear_entities()
-            wait_set.add_subscription(subscription.handle)
-            wait_set.wait(2_000_000_000)
+            _wait(wait_set, subscription, due, int(poll_us * 1000))
             woke = time.time_ns()
             while True:
                 before = time.time_ns()
@@ -116,6 +140,7 @@ def subscribe(frames, kind):
                 parsed = time.time_ns()
                 stamp = view.header.stamp.sec * 10**9 + view.header.stamp.nanosec
                 source, received = info['source_timestamp'], info['received_timestamp']
+                due = received + int(1e9 / rate)
                 rows.append((source - stamp, received - source, woke - received,
                              after - before, parsed - after))
                 woke = after  # a second sample of this wake: no wait of its own
@@ -129,18 +154,21 @@ def main(argv=None):
     parser.add_argument('--frames', type=int, default=300)
     parser.add_argument('--rate', type=float, default=30.0)
     parser.add_argument('--buffers', choices=('pinned', 'numpy'), default='pinned')
+    parser.add_argument('--poll-us', type=float, default=0.0,
+                        help='poll the wait set this long either side of the next sample (us)')
     parser.add_argument('--role', choices=('both', 'camera', 'node'), default='both',
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.frames <= WARMUP or args.rate <= 0:
-        parser.error(f'--frames must exceed {WARMUP} and --rate be positive')
+    if args.frames <= WARMUP or args.rate <= 0 or args.poll_us < 0:
+        parser.error(f'--frames must exceed {WARMUP}, --rate be positive, --poll-us not negative')
     if args.role == 'camera':
         publish(args.frames + 10, args.rate)
         return 0
     if args.role == 'node':
-        times = subscribe(args.frames, args.buffers)
+        times = subscribe(args.frames, args.buffers, args.poll_us, args.rate)
         print(json.dumps({
-            'buffers': args.buffers, 'rate_hz': args.rate, 'samples': len(times),
+            'buffers': args.buffers, 'rate_hz': args.rate, 'poll_us': args.poll_us,
+            'samples': len(times),
             'p50_ms': {p: round(float(np.median(times[:, i])), 3) for i, p in enumerate(PARTS)},
             'p90_ms': {p: round(float(np.percentile(times[:, i], 90)), 3)
                        for i, p in enumerate(PARTS)}}))
@@ -148,7 +176,7 @@ def main(argv=None):
     from xfeat_ros import dds
     dds.ros_environment()
     common = [sys.executable, __file__, '--frames', str(args.frames), '--rate', str(args.rate),
-              '--buffers', args.buffers, '--role']
+              '--buffers', args.buffers, '--poll-us', str(args.poll_us), '--role']
     node = subprocess.Popen(common + ['node'])
     camera = subprocess.Popen(common + ['camera'])
     try:
