@@ -60,7 +60,7 @@ class ArmingEngine(ScriptedEngine):
             self.armed = None
             self._note('cancelled')
 
-    def arm(self, like, slot, previous=None, placement=None):
+    def arm(self, like, slot, previous=None, placement=None, tracks=None):
         self._cancel()
         if self.arm_error is not None:
             raise self.arm_error

@@ -14,7 +14,8 @@ from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES, stam
                                    TRANSPORT_PARTS, transport_parts)
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
-from xfeat_ros.pipeline import MatchResult
+from xfeat_ros.pipeline import ContinuedTracks, MatchResult
+from xfeat_ros.tracks import next_tracks
 
 
 def test_receipt_checks_and_counters():
@@ -75,6 +76,56 @@ def test_tracks_continue_through_matches_and_restart_after_a_size_change():
     assert out.size_changed and out.matches is None
     assert out.frame.track_ids.min() == 120 and out.frame.track_ages.max() == 1  # all new
     assert big.frame is out.frame
+
+
+def _engine_tracks(stream, features, matches):
+    """Return what an engine continuing the tracks returns: next_tracks of the stream's state."""
+    previous, next_id = stream.previous, stream.next_track_id
+    ids, ages, after, _ = next_tracks(features, next_id, previous, matches, matches.verified)
+    return ContinuedTracks(ids, ages, after, (previous, next_id))
+
+
+@pytest.mark.parametrize('state', ['current', 'other frame', 'other next id'])
+def test_tracks_continued_by_the_engine_are_taken_when_made_from_the_current_state(state):
+    """The engine's ids where made from this state; otherwise the host's (equal either way)."""
+    points, descriptors = scene(120)
+    features = [features_at(i, points, descriptors) for i in range(3)]
+    verified = np.arange(120) % 3 != 0
+    host, engine = CameraStream(''), CameraStream('')
+    outs = []
+    for i, f in enumerate(features):
+        matches = MatchResult(np.arange(120), np.arange(120)[::-1].copy(),
+                              np.ones(120, np.float32), verified) if i else None
+        want = host.advance(Done(host.accept(frame_msg(i), float(i)), f, matches))
+        if matches is not None:
+            made = _engine_tracks(engine, f, matches)
+            if state != 'current':   # stale: the stream must make its own
+                made.ids = made.ids + np.uint64(1)
+                frame, next_id = made.made_from
+                made.made_from = ((object(), next_id) if state == 'other frame'
+                                  else (frame, next_id + 1))
+            matches = MatchResult(matches.idx0, matches.idx1, matches.similarity, verified, made)
+        got = engine.advance(Done(engine.accept(frame_msg(i), float(i)), f, matches))
+        if i and state == 'current':
+            assert got.frame.track_ids is made.ids and got.known_origin is None
+        np.testing.assert_array_equal(got.frame.track_ids, want.frame.track_ids)
+        np.testing.assert_array_equal(got.frame.track_ages, want.frame.track_ages)
+        np.testing.assert_array_equal(got.origin, want.origin)   # made when asked
+        assert engine.next_track_id == host.next_track_id
+        outs.append(got)
+    assert outs[2].frame.track_ages.max() == 3
+    assert engine.counts()['tracks_from_engine'] == (2 if state == 'current' else 0)
+
+
+def test_track_state_is_the_last_frames():
+    stream = CameraStream('')
+    assert stream.track_state() is None
+    points, descriptors = scene(10)
+    out = stream.advance(Done(stream.accept(frame_msg(0), 0.0),
+                              features_at(0, points, descriptors), None))
+    ids, ages, next_id, frame = stream.track_state()
+    assert frame is out.frame and ids is out.frame.track_ids and ages is out.frame.track_ages
+    assert next_id == stream.next_track_id == 10
 
 
 def test_zero_keypoints_are_a_normal_frame():

@@ -27,6 +27,7 @@ from xfeat_ros.errors import ImageLayoutError
 from xfeat_ros.gpu import armed, kernels
 from xfeat_ros.image_codec import ImageLayout, raw_image
 from xfeat_ros.image_files import read_image
+from xfeat_ros.tracks import next_tracks
 
 DEADLINE_S = 3.0  # well under armed.DEVICE_LIFETIME_NS: a wait behind the gate fails
 assert DEADLINE_S * 1e9 < armed.DEVICE_LIFETIME_NS
@@ -127,6 +128,61 @@ def test_features_placed_for_their_message_equal_ordinary_frames(engine, shared_
         assert bytes(features.wire[:size]) == keypoints_cdr(header, features, (ids, ages))
         written += 1
     assert written > 0
+
+
+def run_tracked(engine, msgs, placement=None):
+    """
+    Each frame collected, its tracks made on the host, then the next frame armed with them.
+
+    Returns ``[(features, matches, (ids, ages, next_id, previous frame))]``: the
+    host's tracks of each frame (:func:`next_tracks`) and the state they were
+    made from.
+    """
+    slots = [engine.alloc_slot(), engine.alloc_slot()]
+    previous_slot = frame = None
+    next_id, out = 5, []
+    for i, msg in enumerate(msgs):
+        slot = slots[i % 2]
+        engine.submit_group([msg], [slot], previous=previous_slot, chain=True)
+        features, matches = within_deadline(lambda: engine.results([slot])[0])
+        ids, ages, after, _ = next_tracks(features, next_id, frame, matches,
+                                          verified=None if matches is None else matches.verified)
+        out.append((features, matches, (ids, ages, next_id, frame)))
+        frame = SimpleNamespace(features=features, track_ids=ids, track_ages=ages)
+        next_id = after
+        if i + 1 < len(msgs):
+            assert within_deadline(lambda: engine.arm(
+                msgs[i + 1], slots[(i + 1) % 2], previous=slot, placement=placement,
+                tracks=(ids, ages, next_id, frame)))
+        previous_slot = slot
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('placed', [False, True])
+def test_tracks_continued_on_the_device_equal_the_hosts(engine, shared_dir, placed):
+    """An armed frame's track ids, ages and next id equal next_tracks' of the same state."""
+    msgs = tum_messages(shared_dir) * 2
+    got = run_tracked(engine, msgs, keypoints_wire.placement('camera') if placed else None)
+    assert got[0][1] is None     # the first frame: nothing to continue
+    continued = 0
+    for features, matches, (ids, ages, next_id, frame) in got[1:]:
+        made = matches.tracks
+        assert made is not None and made.made_from[0] is frame
+        assert made.made_from[1] == next_id
+        np.testing.assert_array_equal(made.ids, ids)
+        np.testing.assert_array_equal(made.ages, ages)
+        want_next = next_tracks(features, next_id, frame, matches, matches.verified)[2]
+        assert made.next_id == want_next
+        continued += int(np.count_nonzero(ages > 1))
+        if placed and len(features) == engine.top_k:
+            found = keypoints_wire.layout('camera', len(features), features.descriptors.shape[1])
+            assert made.ids.ctypes.data == features.wire.ctypes.data + found.track_ids
+            header = Header(Time(9, 10), 'camera')
+            size = keypoints_wire.write_around(features.wire, found, header, features.image_hw,
+                                               made.ids, made.ages)
+            assert bytes(features.wire[:size]) == keypoints_cdr(header, features, (ids, ages))
+    assert continued > 0   # tracks did cross frames
 
 
 def place(buffer, msg, offset):

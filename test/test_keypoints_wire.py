@@ -69,8 +69,23 @@ def test_arrays_elsewhere_do_not_fit():
 def test_placement_gives_the_layouts_offsets():
     place = keypoints_wire.placement('cam')
     found = keypoints_wire.layout('cam', 4096, 64)
-    assert place(4096, 64) == (found.size, (found.keypoints, found.scores, found.descriptors))
+    assert place(4096, 64) == (found.size, (found.keypoints, found.scores, found.descriptors,
+                                            found.track_ids, found.track_ages))
     assert place(0, 64) is None
+
+
+@pytest.mark.parametrize('rows', [1, 5, 4096])
+def test_tracks_already_in_place_are_kept(rows):
+    """Track ids and ages the engine copied to their places equal the CDR writer's bytes."""
+    block, found, features = placed('cam_3', rows, seed=2)
+    ids = block[found.track_ids:found.track_ids + 8 * rows].view(np.uint64)
+    ages = block[found.track_ages:found.track_ages + 4 * rows].view(np.uint32)
+    ids[:] = np.arange(rows, dtype=np.uint64) * 11 + 2**40
+    ages[:] = np.arange(rows, dtype=np.uint32) % 5 + 1
+    header = Header(Time(7, 8), 'cam_3')
+    want = keypoints_cdr(header, features, (ids.copy(), ages.copy()), 'float32')
+    size = keypoints_wire.write_around(block, found, header, features.image_hw, ids, ages)
+    assert bytes(block[:size]) == want
 
 
 class BlockPublisher:

@@ -80,17 +80,26 @@ def placement(frame_id):
     """
     Return ``place(rows, dim)`` for the GPU engine's arm(): ``(size, offsets)``.
 
-    ``offsets`` are those of the keypoints, scores and descriptors in a
-    Keypoints message of ``rows`` keypoints with header ``frame_id`` (the
-    camera's last one: a frame with another frame_id or fewer keypoints is
-    written the ordinary way).
+    ``offsets`` are those of the keypoints, scores, descriptors, track ids
+    and track ages in a Keypoints message of ``rows`` keypoints with header
+    ``frame_id`` (the camera's last one: a frame with another frame_id or
+    fewer keypoints is written the ordinary way).
     """
     def place(rows, dim):
         if rows < 1:
             return None
         found = layout(frame_id, rows, dim)
-        return found.size, (found.keypoints, found.scores, found.descriptors)
+        return found.size, (found.keypoints, found.scores, found.descriptors, found.track_ids,
+                            found.track_ages)
     return place
+
+
+def _put(block, offset, values, dtype):
+    """Copy ``values`` to ``block[offset:]`` as ``dtype`` unless they lie there already."""
+    values = np.asarray(values)
+    if values.dtype == dtype and values.ctypes.data == block.ctypes.data + offset:
+        return  # the engine copied them to their place (tracks continued on the device)
+    block[offset:offset + values.size * dtype.itemsize].view(dtype)[:] = values
 
 
 def fits(block, found, features):
@@ -131,9 +140,9 @@ def write_around(block, found, header, image_hw, track_ids, track_ages):
     at = found.descriptors + rows * dim * 4
     struct.pack_into('<II', view, at, 0, rows)          # descriptor_data, track_ids counts
     view[at + 8:found.track_ids] = bytes(found.track_ids - at - 8)
-    block[found.track_ids:found.track_ids + rows * 8].view(np.uint64)[:] = track_ids
+    _put(block, found.track_ids, track_ids, np.dtype(np.uint64))
     struct.pack_into('<I', view, found.track_ages - 4, rows)
-    block[found.track_ages:found.track_ages + rows * 4].view(np.uint32)[:] = track_ages
+    _put(block, found.track_ages, track_ages, np.dtype(np.uint32))
     return found.size
 
 

@@ -39,19 +39,40 @@ class Features:
 
 
 @dataclass
+class ContinuedTracks:
+    """
+    Track ids an engine continued through a frame's verified matches.
+
+    ``ids`` uint64 [N] / ``ages`` uint32 [N] of the frame's keypoints and
+    ``next_id`` the camera's next new id after them, as
+    :func:`xfeat_ros.tracks.propagate_tracks` makes them from ``made_from``:
+    the caller's token for the previous frame's tracks and the next id before
+    this frame. Valid only where the caller's state still is ``made_from``.
+    """
+
+    ids: np.ndarray
+    ages: np.ndarray
+    next_id: int
+    made_from: tuple
+
+
+@dataclass
 class MatchResult:
     """
     Hold mutual-NN matches: ``idx0``/``idx1`` int64 [M], ``similarity`` float32 [M].
 
     ``verified`` bool [M] where the engine already checked the matches against
     an epipolar geometry (the GPU engine does, on the device); None otherwise
-    (the tracks then run the check on the host).
+    (the tracks then run the check on the host). ``tracks``: a
+    :class:`ContinuedTracks` where the engine also continued the camera's
+    track ids through the verified matches (an armed GPU frame), else None.
     """
 
     idx0: np.ndarray
     idx1: np.ndarray
     similarity: np.ndarray
     verified: object = None
+    tracks: object = None
 
     def __len__(self):
         """Return the number of matches."""

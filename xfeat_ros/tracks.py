@@ -12,6 +12,10 @@ across the image. The CPU path fits it with OpenCV
 (:func:`xfeat_ros.geometry.epipolar_inliers`); the GPU path fits it on the
 device right after matching (:class:`xfeat_ros.gpu.ransac.EpipolarRansac`,
 host reference :mod:`xfeat_ros.ransac`) and hands the mask to :func:`next_tracks`.
+An armed GPU frame has its ids continued on the device as well
+(``kernels/tracks.cu``, this module's :func:`propagate_tracks` its reference):
+:func:`continued_tracks` takes them where they were made from the camera's
+current state.
 """
 
 import numpy as np
@@ -71,6 +75,37 @@ def next_tracks(features, next_id, previous=None, matches=None, verified=None):
     origin[idx1] = idx0
     return (*propagate_tracks(len(features), next_id, previous.track_ids, previous.track_ages,
                               idx0, idx1), origin)
+
+
+def continued_tracks(matches, previous, next_id):
+    """
+    Return the engine's track ids for a frame, where made from this camera's state; else None.
+
+    ``matches.tracks`` (a :class:`xfeat_ros.pipeline.ContinuedTracks`) counts
+    only if it was made from ``previous`` (the Frame whose tracks the engine
+    was given) and ``next_id``: then it equals what :func:`next_tracks` would
+    return. Returns ``(ids, ages, next_id)``.
+    """
+    made = getattr(matches, 'tracks', None)
+    if made is None or previous is None or made.made_from[0] is not previous:
+        return None
+    if made.made_from[1] != next_id:
+        return None
+    return made.ids, made.ages, made.next_id
+
+
+def track_origin(count, matches):
+    """
+    ``origin`` int64 [count] of a frame whose ``matches`` carry their verified mask.
+
+    The index in the previous frame each keypoint's track comes from, -1 for
+    a new track (as :func:`next_tracks` returns it).
+    """
+    origin = np.full(count, -1, dtype=np.int64)
+    if matches is not None and matches.verified is not None and len(matches):
+        verified = np.asarray(matches.verified, dtype=bool).reshape(-1)
+        origin[matches.idx1[verified]] = matches.idx0[verified]
+    return origin
 
 
 def prepare_host_check(engine):

@@ -63,7 +63,8 @@ class ArmedFrames:
             slot = self._slot()
             place = self.placement(camera) if self.placement is not None else None
             try:
-                armed = arm(entry.like, slot, previous=entry.slot, placement=place)
+                armed = arm(entry.like, slot, previous=entry.slot, placement=place,
+                            tracks=self.streams[camera].track_state())
             except Exception:  # noqa: B902 - arming is an optimisation; the frame path stays
                 armed = False
                 self.report.error('arming the next frame failed (the next frame takes the '

@@ -19,7 +19,7 @@ import time
 from xfeat_ros.errors import ImageError, StampOrderError
 from xfeat_ros.image_codec import validate_layout
 from xfeat_ros.preprocess import model_size
-from xfeat_ros.tracks import next_tracks
+from xfeat_ros.tracks import continued_tracks, next_tracks, track_origin
 
 TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage figures
 # Stages of a frame's latency, each from the previous mark to its own (see Pending.marks):
@@ -141,16 +141,25 @@ class FrameOutput:
     ``previous`` the camera's previous Frame (None for its first frame): a
     Matches message goes out whenever it is set, empty when ``matches`` is
     None (the image size changed). ``origin`` int64 [N]: per keypoint, the
-    index in ``previous`` its track continues, -1 for a new track.
+    index in ``previous`` its track continues, -1 for a new track (made on
+    first use where the engine continued the tracks: only the debug picture
+    and VINS read it).
     """
 
     camera: str
     frame: Frame
     previous: object
     matches: object
-    origin: object
+    known_origin: object  # origin, or None: made from the matches' verified mask when asked
     msg: object        # the image message
     received: float    # receipt time (monotonic s)
+
+    @property
+    def origin(self):
+        """Per keypoint the index in ``previous`` its track continues, -1 for a new track."""
+        if self.known_origin is None:
+            self.known_origin = track_origin(len(self.frame.features), self.matches)
+        return self.known_origin
 
     @property
     def size_changed(self):
@@ -273,6 +282,19 @@ class CameraStream:
             self._counts[f'rejected_{kind}'] += 1
             return self._counts[f'rejected_{kind}']
 
+    def track_state(self):
+        """
+        ``(ids, ages, next_id, frame)`` the camera's next frame continues, or None.
+
+        The last finished frame's track ids and ages and the next new id, for
+        an engine that continues them itself (an armed GPU frame): its result
+        counts only while this is still the state (:func:`continued_tracks`).
+        """
+        frame = self.previous
+        if frame is None:
+            return None
+        return frame.track_ids, frame.track_ages, self.next_track_id, frame
+
     # -- outputs ----------------------------------------------------------------------------------
     def advance(self, done):
         """
@@ -283,9 +305,15 @@ class CameraStream:
         item = done.item
         previous = self.previous
         matches = done.matches
-        ids, ages, self.next_track_id, origin = next_tracks(
-            done.features, self.next_track_id, previous, matches,
-            verified=None if matches is None else matches.verified)
+        continued = continued_tracks(matches, previous, self.next_track_id)
+        if continued is not None:   # the engine's (an armed GPU frame), origin when asked
+            ids, ages, self.next_track_id = continued
+            origin = None
+            self.count('tracks_from_engine')
+        else:
+            ids, ages, self.next_track_id, origin = next_tracks(
+                done.features, self.next_track_id, previous, matches,
+                verified=None if matches is None else matches.verified)
         frame = Frame(item.msg.header, done.features, item.shape, ids, ages)
         item.frame = frame
         self.previous = frame

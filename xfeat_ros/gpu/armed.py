@@ -106,7 +106,7 @@ def armable(engine, size):
     return ws
 
 
-def arm(engine, like, slot, previous=None, placement=None):
+def arm(engine, like, slot, previous=None, placement=None, tracks=None):
     """
     Enqueue a frame laid out like ``like`` into ``slot`` (matched against ``previous``).
 
@@ -115,7 +115,12 @@ def arm(engine, like, slot, previous=None, placement=None):
     it until it submitted the frame (or the chain was cancelled).
     ``placement`` (see :func:`.results.prefetch_block`) puts the frame's
     features where a message of them keeps them; its Features then carry
-    that block as ``wire``.
+    that block as ``wire``. ``tracks`` ``(ids, ages, next_id, token)``: the
+    previous frame's track ids (uint64) and ages (uint32) and the camera's
+    next new id; with a checked match, the chain continues them through the
+    verified matches (``tracks.cu``) and the frame's MatchResult carries
+    them (:class:`xfeat_ros.pipeline.ContinuedTracks`, made from ``(token,
+    next_id)``), placed too where a placement is given.
     """
     marks = [('start', time.perf_counter())]
     engine.last_arm_seconds = None
@@ -146,6 +151,7 @@ def arm(engine, like, slot, previous=None, placement=None):
         # machine, in the match graph's capture). Every graph the chain replays is
         # captured and uploaded here, before the gate exists.
         engine._capture_frame(ws, slot, previous)
+        made_from = _send_tracks(engine, slot, previous, tracks)
         gate = PinnedBuffer(8, np.uint64)
         gate.array[0] = kernels.GATE_CLOSED
         # The flush behind the gate takes a small pinned block for its counts: one freed
@@ -166,6 +172,7 @@ def arm(engine, like, slot, previous=None, placement=None):
             started.record(stream)
             copy_async(dst, source, nbytes, cupy.cuda.runtime.memcpyHostToDevice, stream)
         upload.enqueue_upload(engine, size, frame, (source, nbytes), fetch=fetch)
+        slot.tracked = made_from  # the upload cleared it as it does for any new frame
         marks.append(('chain', time.perf_counter()))  # behind the closed gate from here on
         # the gate goes back to CuPy's pinned pool only once its chain has read it
         passed = cupy.cuda.Event(disable_timing=True)
@@ -175,6 +182,11 @@ def arm(engine, like, slot, previous=None, placement=None):
         engine.submit_match(previous, slot)
     marks.append(('match', time.perf_counter()))
     engine.flush()
+    if made_from is not None:
+        with cupy.cuda.Device(engine.gpu):
+            out = slot.tracks
+            ops.continue_tracks(out.prev_ids, out.prev_ages, len(tracks[0]), slot.matches,
+                                slot.epipolar.mask, slot.count, made_from[1], out, engine.stream)
     marks.append(('flush', time.perf_counter()))
     with cupy.cuda.Device(engine.gpu):
         # the results' copies follow the chain: the frame's collection only waits for them
@@ -193,6 +205,36 @@ def arm(engine, like, slot, previous=None, placement=None):
     return True
 
 
+def _send_tracks(engine, slot, previous, tracks):
+    """
+    Copy the previous frame's tracks to ``slot``'s device arrays (before the gate).
+
+    Sets and returns ``slot.tracked`` = ``(token, next_id)`` where the chain
+    will continue them (:func:`.results.prefetch_block` places them), None
+    where it will not: no ``tracks``, no previous slot, no device check of
+    the match, or more previous keypoints than the slot holds. The copy is
+    enqueued ahead of the gate, so it runs at once.
+    """
+    slot.tracked = None
+    if tracks is None or previous is None or not engine.epipolar:
+        return None
+    ids, ages, next_id, token = tracks
+    count = len(ids)
+    if count > slot.capacity or len(ages) != count:
+        return None
+    staging = PinnedBuffer(max(count, 1) * 12)
+    staging.array[:count * 8].view(np.uint64)[:] = ids
+    staging.array[count * 8:count * 12].view(np.uint32)[:] = ages
+    out, kind = slot.tracks, engine.cupy.cuda.runtime.memcpyHostToDevice
+    copy_async(out.prev_ids.data.ptr, staging.ptr, count * 8, kind, engine.stream)
+    copy_async(out.prev_ages.data.ptr, staging.ptr + count * 8, count * 4, kind, engine.stream)
+    passed = engine.cupy.cuda.Event(disable_timing=True)
+    passed.record(engine.stream)
+    engine._in_flight.append((passed, staging))  # its pinned bytes kept until copied
+    slot.tracked = (token, int(next_id))  # read by prefetch_block: the tracks' places
+    return slot.tracked
+
+
 def cancel(engine):
     """Open an armed gate as cancelled; its slot then holds no frame."""
     armed = engine._armed
@@ -202,6 +244,7 @@ def cancel(engine):
     armed.gate.array[0] = kernels.GATE_CANCELLED
     armed.slot.submitted = False
     armed.slot.matched = False
+    armed.slot.tracked = None
     engine.arm_counts['cancelled'] += 1
 
 

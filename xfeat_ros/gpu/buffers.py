@@ -105,6 +105,7 @@ class GpuSlot:
         self.count = cupy.zeros(1, dtype=cupy.int32)
         self.matches = matching.alloc_match_output(self.capacity)
         self.epipolar = alloc_epipolar_output(self.capacity)
+        self.tracks = ops.alloc_track_output(self.capacity)
         self.host_counts = PinnedBuffer(8, np.int32)
         self.host_counts.array[:] = 0
         self.count_ref = (self.host_counts, 0)
@@ -122,6 +123,8 @@ class GpuSlot:
         self.matched = False
         self.prefetched = None  # its results' copies, enqueued with an armed chain (.results)
         self.wire = None        # their block, when placed for a message (.results.prefetch)
+        # (previous frame, next id) its tracks were continued from on the device (.armed), or None
+        self.tracked = None
         self.image_hw = None
         self.marks = []
 

@@ -134,6 +134,7 @@ class GpuEngine:
             try:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
                            'gate.cu': kernels.gate_module(self.gpu),
+                           'tracks.cu': kernels.tracks_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
@@ -370,7 +371,7 @@ class GpuEngine:
                 self._enqueue_matches([(previous, slot, self.tensor_cores)])
         slot.matched = True
 
-    def arm(self, like, slot, previous=None, placement=None):
+    def arm(self, like, slot, previous=None, placement=None, tracks=None):
         """
         Enqueue the next frame (laid out like ``like``) into ``slot`` before it comes.
 
@@ -379,8 +380,9 @@ class GpuEngine:
         previous, chain=True)`` of a fitting frame opens; anything else
         cancels it (:mod:`.armed`). Returns whether it was armed. ``slot`` is
         reserved for that frame: do not read it before submitting into it.
+        ``placement`` and ``tracks``: see :func:`.armed.arm`.
         """
-        return armed.arm(self, like, slot, previous, placement)
+        return armed.arm(self, like, slot, previous, placement, tracks)
 
     def disarm(self):
         """Cancel an armed chain, if any (its slot then holds no frame)."""

@@ -48,7 +48,7 @@ def match_host_features(engine, features0, features1):
                                        stream=engine.stream)
             slot.count.set(np.array([n], dtype=np.int32), stream=engine.stream)
             slot.described = None  # features from the host: copied in stream order
-            slot.prefetched = slot.wire = None
+            slot.prefetched = slot.wire = slot.tracked = None
             slot.submitted = True
             slot.pending = False
             sides.append(slot)

@@ -36,6 +36,7 @@ MATCH_WIDTHS = (64, 128)
 ENTRY_POINTS = {
     'preprocess.cu': ('decode_resize',),
     'gate.cu': ('gate_wait',),
+    'tracks.cu': ('continue_tracks',),
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
@@ -103,9 +104,11 @@ RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (n
 # values of its word of pinned host memory (open and cancelled both let the stream go).
 GATE_CLOSED, GATE_OPEN, GATE_CANCELLED = 0, 1, 2
 GATE_POLL_NS = 256          # gate.cu gate_wait: sleep between two reads of the word
+TRACK_THREADS = 1024        # tracks.cu continue_tracks: threads of its one block
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
     'gate.cu': (('GATE_CLOSED', GATE_CLOSED), ('GATE_POLL_NS', GATE_POLL_NS)),
+    'tracks.cu': (('TRACK_THREADS', TRACK_THREADS),),
     'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),
                   ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS),
                   ('RANK_SPLIT', RANK_SPLIT), ('RANK_TILE', RANK_TILE)),
@@ -195,6 +198,11 @@ def gate_variant():
     return KernelVariant('gate.cu', LAUNCH_DEFINES['gate.cu'], BASE_OPTIONS)
 
 
+def tracks_variant():
+    """Track ids continued through a frame's verified matches (one block)."""
+    return KernelVariant('tracks.cu', LAUNCH_DEFINES['tracks.cu'], BASE_OPTIONS)
+
+
 def frame_table_defines(*fields):
     """``FT_FIELDS`` and ``FT_<NAME>`` (word index) macros of the frame-table fields named."""
     return (('FT_FIELDS', FRAME_FIELDS),) + tuple(
@@ -276,8 +284,8 @@ def backbone_variant():
 
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
-    return ([preprocess_variant(), gate_variant(), detect_variant(), describe_variant(),
-             backbone_variant()]
+    return ([preprocess_variant(), gate_variant(), tracks_variant(), detect_variant(),
+             describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS]
             + [match_tc_variant(width) for width in MATCH_WIDTHS]
             + [match_refine_variant(width) for width in MATCH_WIDTHS]
@@ -305,6 +313,12 @@ def preprocess_module(device_id=0):
 def gate_module(device_id=0):
     """Compiled ``gate.cu`` on a device (memoized)."""
     return _raw_module(gate_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def tracks_module(device_id=0):
+    """Compiled ``tracks.cu`` on a device (memoized)."""
+    return _raw_module(tracks_variant(), device_id)
 
 
 @functools.lru_cache(maxsize=None)

@@ -136,6 +136,52 @@ def gate_wait(gate_ptr, expire_ns, stream):
         kernel((1,), (1,), (np.uint64(gate_ptr), np.uint64(expire_ns)))
 
 
+def continue_tracks(prev_ids, prev_ages, prev_count, matches, verified, keypoint_count,
+                    next_id, out, stream):
+    """
+    Continue track ids through a frame's verified matches on ``stream`` (``tracks.cu``).
+
+    ``prev_ids`` uint64 / ``prev_ages`` uint32 device arrays of the previous
+    frame's ``prev_count`` keypoints; ``matches`` a
+    :class:`xfeat_ros.gpu.matching.MatchOutput`, ``verified`` its uint8 mask;
+    ``keypoint_count`` the current frame's int32 [1] device count; ``out``
+    a :class:`TrackOutput` of the current frame's capacity.
+    """
+    kernel = function(kernels.tracks_module(_device_id()), 'continue_tracks')
+    with stream:
+        kernel((1,), (kernels.TRACK_THREADS,),
+               (prev_ids, prev_ages, np.int32(prev_count), matches.idx0, matches.idx1, verified,
+                matches.count, keypoint_count, np.int32(out.ids.size), np.uint64(next_id),
+                out.seen, out.ids, out.ages, out.next_after))
+
+
+@dataclass(frozen=True)
+class TrackOutput:
+    """
+    Device results of :func:`continue_tracks` for up to ``capacity`` keypoints.
+
+    ``ids`` uint64, ``ages`` uint32, ``seen`` uint8 scratch [capacity];
+    ``next_after`` uint64 [1]; ``prev_ids`` / ``prev_ages`` [capacity] receive
+    the previous frame's tracks from the host.
+    """
+
+    ids: object
+    ages: object
+    seen: object
+    next_after: object
+    prev_ids: object
+    prev_ages: object
+
+
+def alloc_track_output(capacity):
+    """Device :class:`TrackOutput` for ``capacity`` keypoints (current device)."""
+    cp = _cupy()
+    n = max(int(capacity), 0)
+    return TrackOutput(cp.zeros(n, dtype=cp.uint64), cp.zeros(n, dtype=cp.uint32),
+                       cp.zeros(n, dtype=cp.uint8), cp.zeros(1, dtype=cp.uint64),
+                       cp.zeros(n, dtype=cp.uint64), cp.zeros(n, dtype=cp.uint32))
+
+
 # -- frame tables ---------------------------------------------------------------------------
 
 def pack_scales(scale_w, scale_h):

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from xfeat_ros.gpu.buffers import copy_async, cupy_module, PinnedBuffer
-from xfeat_ros.pipeline import Features, MatchResult
+from xfeat_ros.pipeline import ContinuedTracks, Features, MatchResult
 
 FEATURES = 'features'
 MATCHES = 'matches'
@@ -47,6 +47,10 @@ def result_parts(slot, kinds, finished=True):
         parts = [(match.idx0, m), (match.idx1, m), (match.similarity, m)]
         if getattr(slot, 'checked', True):  # the epipolar mask of a checked match
             parts.append((slot.epipolar.mask, m))
+            if getattr(slot, 'tracked', None) is not None:  # tracks continued on the device
+                n = slot.keypoint_count() if finished else slot.capacity
+                parts += [(slot.tracks.ids, n), (slot.tracks.ages, n),
+                          (slot.tracks.next_after, 1)]
         out.append((MATCHES, slot, parts))
     return out
 
@@ -67,18 +71,22 @@ def copy_to_host(requests, stream, block=None, placed=()):
     Enqueue the copies of every request's arrays into one pinned block.
 
     ``block``: a :class:`PinnedBuffer` to copy into (a new one if None or too
-    small). ``placed``: ``(start, offsets)``, the byte offsets of the first
-    arrays (in request order) and where the rest begin. Returns ``(event,
-    views)``: ``views[r]`` lists NumPy views (the first ``rows`` rows of each
-    array) of request ``r``; read them after ``event.synchronize()``.
+    small). ``placed``: ``(start, {index: offset})``, the byte offsets of
+    some arrays (by their index in request order) and where the rest begin.
+    Returns ``(event, views)``: ``views[r]`` lists NumPy views (the first
+    ``rows`` rows of each array) of request ``r``; read them after
+    ``event.synchronize()``.
     """
     cupy = cupy_module()
     arrays = [(array, rows) for _, _, parts in requests for array, rows in parts]
     sizes = _sizes(arrays)
-    start, fixed = placed or (0, ())
-    offsets = list(fixed)
+    start, fixed = placed or (0, {})
+    offsets = []
     offset = (start + 7) // 8 * 8   # the rest, each at an 8-byte boundary
-    for nbytes in sizes[len(fixed):]:
+    for index, nbytes in enumerate(sizes):
+        if index in fixed:
+            offsets.append(fixed[index])
+            continue
         offsets.append(offset)
         offset += (nbytes + 7) // 8 * 8
     if block is None or block.nbytes < offset + 8:
@@ -130,26 +138,46 @@ def copy_early_and_late(requests, early_stream, stream, behind_done=False):
     return copies
 
 
+def _parts_of(slot):
+    """``(features, matches)``: every ``(device array, rows)`` a prefetch copies, capacity rows."""
+    match, rows = slot.matches, slot.capacity
+    features = [(slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows)]
+    matches = [(match.idx0, match.capacity), (match.idx1, match.capacity),
+               (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)]
+    if getattr(slot, 'tracked', None) is not None:
+        tracks = slot.tracks
+        matches += [(tracks.ids, rows), (tracks.ages, rows), (tracks.next_after, 1)]
+    return features, matches
+
+
+# where placed arrays sit among a prefetch's (features, then matches): the features'
+# three, then the tracks' ids and ages after the match's four arrays
+PLACED_FEATURES = (0, 1, 2)
+PLACED_TRACKS = (7, 8)
+
+
 def prefetch_block(slot, place=None):
     """
     Return ``(block, placed)``: a pinned block for whatever :func:`prefetch` may copy.
 
     ``place(rows, dim)`` (or None) returns ``(size, (keypoints, scores,
-    descriptors))``: the features' byte offsets in the first ``size`` bytes
-    (a message laid out around them, :mod:`xfeat_ros.keypoints_wire`); the
-    rest follows. Taken before a gate is enqueued (:mod:`.armed`): a
-    page-locked allocation behind a closed gate may synchronize implicitly
-    and wait for it.
+    descriptors, track_ids, track_ages))``: byte offsets in the first
+    ``size`` bytes (a message laid out around them,
+    :mod:`xfeat_ros.keypoints_wire`); the rest follows. The track offsets
+    are used where the slot's tracks are continued on the device
+    (``slot.tracked``, set before this call). Taken before a gate is
+    enqueued (:mod:`.armed`): a page-locked allocation behind a closed gate
+    may synchronize implicitly and wait for it.
     """
-    match, rows = slot.matches, slot.capacity
-    features = [(slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows)]
-    rest = [(match.idx0, match.capacity), (match.idx1, match.capacity),
-            (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)]
-    found = place(rows, slot.desc_dim) if place is not None else None
+    features, matches = _parts_of(slot)
+    found = place(slot.capacity, slot.desc_dim) if place is not None else None
     if found is None:
-        return PinnedBuffer(_block_bytes(_sizes(features + rest))), ()
+        return PinnedBuffer(_block_bytes(_sizes(features + matches))), ()
     size, offsets = found
-    return PinnedBuffer((size + 7) // 8 * 8 + _block_bytes(_sizes(rest))), (size, offsets)
+    indices = PLACED_FEATURES + (PLACED_TRACKS if len(matches) > 4 else ())
+    fixed = dict(zip(indices, offsets))
+    rest = [part for i, part in enumerate(features + matches) if i not in fixed]
+    return PinnedBuffer((size + 7) // 8 * 8 + _block_bytes(_sizes(rest))), (size, fixed)
 
 
 def prefetch(slot, stream, block=None, placed=()):
@@ -168,6 +196,8 @@ def prefetch(slot, stream, block=None, placed=()):
     requests = result_parts(slot, kinds, finished=False)
     if FEATURES not in kinds:
         placed = ()
+    elif MATCHES not in kinds and placed:  # no tracks either: the features' places only
+        placed = (placed[0], {i: at for i, at in placed[1].items() if i in PLACED_FEATURES})
     return requests, copy_to_host(requests, stream, block, placed)
 
 
@@ -179,8 +209,12 @@ def assemble(kind, slot, arrays):
                         getattr(slot, 'wire', None))
     m = int(slot.host_counts.array[1])
     verified = arrays[3][:m].astype(bool) if len(arrays) > 3 else None
+    tracks = None
+    if len(arrays) > 4:
+        n = slot.keypoint_count()
+        tracks = ContinuedTracks(arrays[4][:n], arrays[5][:n], int(arrays[6][0]), slot.tracked)
     return MatchResult(arrays[0][:m].astype(np.int64), arrays[1][:m].astype(np.int64),
-                       arrays[2][:m], verified)
+                       arrays[2][:m], verified, tracks)
 
 
 def fetch(slots, kinds, early_stream, stream, flush, behind_done=False):

@@ -106,4 +106,5 @@ def enqueue_upload(engine, size, frame, source, fetch=None):
     slot.matched = False
     slot.prefetched = None  # copies enqueued for an earlier frame (.armed) are not this one's
     slot.wire = None
+    slot.tracked = None
     slot.image_hw = frame[1:3]
