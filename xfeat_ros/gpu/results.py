@@ -29,12 +29,14 @@ FEATURES = 'features'
 MATCHES = 'matches'
 
 
-def result_parts(slot, kinds, finished=True):
+def result_parts(slot, kinds, finished=True, checked=None):
     """
     ``[(kind, slot, [(device array, rows)])]`` to copy for ``slot``.
 
     ``finished``: the slot's work has passed, so its counts are known and only
     the counted rows are copied; otherwise every row (the capacity).
+    ``checked``: whether the match carries the epipolar mask (and tracks
+    continued on the device); None reads the slot's own ``checked``.
     """
     out = []
     if FEATURES in kinds:
@@ -45,7 +47,7 @@ def result_parts(slot, kinds, finished=True):
         match = slot.matches
         m = int(slot.host_counts.array[1]) if finished else match.capacity
         parts = [(match.idx0, m), (match.idx1, m), (match.similarity, m)]
-        if getattr(slot, 'checked', True):  # the epipolar mask of a checked match
+        if getattr(slot, 'checked', True) if checked is None else checked:  # its mask
             parts.append((slot.epipolar.mask, m))
             if getattr(slot, 'tracked', None) is not None:  # tracks continued on the device
                 n = slot.keypoint_count() if finished else slot.capacity
@@ -138,18 +140,6 @@ def copy_early_and_late(requests, early_stream, stream, behind_done=False):
     return copies
 
 
-def _parts_of(slot):
-    """``(features, matches)``: every ``(device array, rows)`` a prefetch copies, capacity rows."""
-    match, rows = slot.matches, slot.capacity
-    features = [(slot.keypoints, rows), (slot.scores, rows), (slot.descriptors, rows)]
-    matches = [(match.idx0, match.capacity), (match.idx1, match.capacity),
-               (match.similarity, match.capacity), (slot.epipolar.mask, match.capacity)]
-    if getattr(slot, 'tracked', None) is not None:
-        tracks = slot.tracks
-        matches += [(tracks.ids, rows), (tracks.ages, rows), (tracks.next_after, 1)]
-    return features, matches
-
-
 # where placed arrays sit among a prefetch's (features, then matches): the features'
 # three, then the tracks' ids and ages after the match's four arrays
 PLACED_FEATURES = (0, 1, 2)
@@ -169,14 +159,17 @@ def prefetch_block(slot, place=None):
     enqueued (:mod:`.armed`): a page-locked allocation behind a closed gate
     may synchronize implicitly and wait for it.
     """
-    features, matches = _parts_of(slot)
+    # the mask counted whatever the slot's last match was: this frame's check is set later
+    requests = result_parts(slot, (FEATURES, MATCHES), finished=False, checked=True)
+    parts = [part for _, _, kind_parts in requests for part in kind_parts]
     found = place(slot.capacity, slot.desc_dim) if place is not None else None
     if found is None:
-        return PinnedBuffer(_block_bytes(_sizes(features + matches))), ()
+        return PinnedBuffer(_block_bytes(_sizes(parts))), ()
     size, offsets = found
-    indices = PLACED_FEATURES + (PLACED_TRACKS if len(matches) > 4 else ())
+    tracked = getattr(slot, 'tracked', None) is not None   # then its parts hold the tracks
+    indices = PLACED_FEATURES + (PLACED_TRACKS if tracked else ())
     fixed = dict(zip(indices, offsets))
-    rest = [part for i, part in enumerate(features + matches) if i not in fixed]
+    rest = [part for i, part in enumerate(parts) if i not in fixed]
     return PinnedBuffer((size + 7) // 8 * 8 + _block_bytes(_sizes(rest))), (size, fixed)
 
 
@@ -196,8 +189,6 @@ def prefetch(slot, stream, block=None, placed=()):
     requests = result_parts(slot, kinds, finished=False)
     if FEATURES not in kinds:
         placed = ()
-    elif MATCHES not in kinds and placed:  # no tracks either: the features' places only
-        placed = (placed[0], {i: at for i, at in placed[1].items() if i in PLACED_FEATURES})
     return requests, copy_to_host(requests, stream, block, placed)
 
 
