@@ -103,7 +103,7 @@ def run_subscriber(args):
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.experimental import EventsExecutor
-    from xfeat_ros.tools.bench.node import header_from_cdr
+    from xfeat_ros.tools.bench.collector import header_from_cdr
     msg_type, _ = build_message(args.message)
     rclpy.init()
     node = rclpy.create_node('transport_bench_sub')

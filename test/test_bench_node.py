@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""xfeat_bench node mode: its parsers, the node's counts, Keypoints headers, a run end to end."""
+"""xfeat_bench node mode: its parsers, the node's counts, a run end to end."""
 
 import json
 import subprocess
@@ -60,26 +60,6 @@ def test_stage_medians_line():
     assert plumbing.parse_stage_medians(log) == {'cam0': {'queue': 0.05, 'device': 1.2}}
     assert plumbing.parse_final_counts(log) == {'cam0': {'published': 12}}
     assert plumbing.parse_stage_medians('final counts: {}') is None
-
-
-def test_header_from_cdr():
-    # CDR little endian: encapsulation, sec, nanosec, frame_id length (with NUL), chars
-    raw = (b'\x00\x01\x00\x00' + (1234).to_bytes(4, 'little') + (5678).to_bytes(4, 'little')
-           + (4).to_bytes(4, 'little') + b'w17\x00' + b'\x00' * 8)
-    assert node.header_from_cdr(raw) == (1234 * 10 ** 9 + 5678, 'w17')
-    big = (b'\x00\x00\x00\x00' + (-2).to_bytes(4, 'big', signed=True)
-           + (9).to_bytes(4, 'big') + (2).to_bytes(4, 'big') + b'5\x00')
-    assert node.header_from_cdr(big) == (-2 * 10 ** 9 + 9, '5')
-
-
-@pytest.mark.ros
-def test_header_from_cdr_of_a_real_message():
-    from rclpy.serialization import serialize_message
-    from xfeat_ros.messages import message_types
-    msg = message_types()[0]()
-    msg.header.stamp.sec, msg.header.stamp.nanosec = 1795974504, 918648329
-    msg.header.frame_id = '1234'
-    assert node.header_from_cdr(serialize_message(msg)) == (1795974504918648329, '1234')
 
 
 @pytest.mark.ros

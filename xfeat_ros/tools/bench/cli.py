@@ -17,6 +17,7 @@ from xfeat_ros.descriptor_format import ENCODINGS as DESCRIPTOR_ENCODINGS
 from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
 from xfeat_ros.tools.bench import __doc__ as DOC
+from xfeat_ros.tools.bench.collector import TAKES
 from xfeat_ros.tools.bench.frames import default_images, default_weights
 from xfeat_ros.tools.bench.node import DEFAULT_NODE_CONFIGS, run_node
 from xfeat_ros.tools.bench.pipeline import (DEFAULT_BASELINE_IN_FLIGHT, DEFAULT_IN_FLIGHT,
@@ -144,6 +145,10 @@ def build_parser():
                       metavar='NAME:=VALUE',
                       help="an xfeat_node parameter for every node, over the benchmark's own "
                            '(repeatable), e.g. arm_next_frame:=false')
+    node.add_argument('--collector-take', default='rcl', choices=TAKES,
+                      help="how the collector takes the Keypoints: rcl's take into a kept "
+                           "buffer in a thread of its own, or rclpy's raw take in the "
+                           'executor (default %(default)s)')
     node.add_argument('--log-dir', help='node and publisher logs (default: a temporary folder)')
     dds.add_profile_argument(node)
     node.add_argument('--png', help='write the latency histogram here')

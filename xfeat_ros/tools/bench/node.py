@@ -18,9 +18,8 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 from xfeat_ros import dds, heap
+from xfeat_ros.tools.bench.collector import Collector
 from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
 from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
@@ -48,107 +47,6 @@ def parse_node_configs(text):
 def config_label(cameras, rate):
     """``(8, 120.0)`` -> ``'8x120'``; rate 0 -> ``'8xmax'``."""
     return f'{cameras}x{"max" if rate <= 0 else f"{rate:g}"}'
-
-
-def header_from_cdr(raw):
-    """
-    Return ``(stamp_ns, frame_id)`` of a serialized message starting with a std_msgs/Header.
-
-    CDR: 4 bytes encapsulation (byte 1 odd: little endian), int32 sec,
-    uint32 nanosec, uint32 length of frame_id (with its NUL), the characters.
-    """
-    order = '<' if raw[1] & 1 else '>'
-    sec, nanosec, length = np.frombuffer(raw, dtype=np.dtype(f'{order}u4'), count=3, offset=4)
-    sec = int(np.int32(np.uint32(sec)))
-    frame_id = bytes(raw[16:16 + max(int(length) - 1, 0)]).decode('utf-8', 'replace')
-    return sec * 1_000_000_000 + int(nanosec), frame_id
-
-
-class Collector:
-    """The receiving end: raw Keypoints subscriptions, stamp -> receipt latency per frame."""
-
-    def __init__(self, cameras):
-        """Create a private context, node and one raw subscription per camera."""
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
-        from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.event_handler import SubscriptionEventCallbacks
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from xfeat_ros.messages import message_types
-        keypoints_type = message_types()[0]
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node('xfeat_bench_collector', context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.cameras = list(cameras)
-        # (camera index, frame_id, stamp_ns, receipt_ns, written_ns, arrived_ns): receipt is
-        # when our callback ran; written / arrived the writer's source and our reader's
-        # reception timestamps from the DDS layer (the same system clock as the stamps)
-        self.received = []
-        self.matched = {}   # camera index -> writers our Keypoints reader has matched
-        self.node_side = {}  # camera name -> the node's diagnostics values
-        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        for index, name in enumerate(self.cameras):
-            self.node.create_subscription(
-                keypoints_type, f'{name}/keypoints',
-                lambda raw, info, i=index: self._on_keypoints(i, raw, info), qos, raw=True,
-                event_callbacks=SubscriptionEventCallbacks(
-                    matched=lambda info, i=index: self.matched.__setitem__(i, info.current_count)))
-        self.node.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 10)
-
-    def _on_diagnostics(self, array):
-        from xfeat_ros.messages import camera_status_values
-        for name in self.cameras:
-            values = camera_status_values(array, f'/{name}/image')
-            if values is not None:
-                self.node_side[name] = values
-
-    def _on_keypoints(self, index, raw, info):
-        now = time.time_ns()
-        stamp, frame_id = header_from_cdr(raw)
-        self.received.append((index, frame_id, stamp, now, info['source_timestamp'],
-                              info['received_timestamp']))
-
-    def spin(self, seconds):
-        """Spin for ``seconds``."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.executor.spin_once(timeout_sec=min(0.05, max(deadline - time.monotonic(), 0)))
-
-    def spin_until(self, predicate, timeout, alive=None):
-        """Spin until ``predicate()``; False on timeout or when ``alive()`` turns false."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            if alive is not None and not alive():
-                return False
-            self.executor.spin_once(timeout_sec=0.05)
-        return predicate()
-
-    def node_ready(self):
-        """
-        Tell whether every camera's Keypoints are matched at both ends.
-
-        Our readers have matched the node's writers (their matched events) and
-        the node's writers count our readers (its /diagnostics
-        ``keypoints_subscribers``; a node too old to report it counts as ready
-        once its status arrives). Keypoints written before that would never
-        reach us: the warm-up's accounting needs every one.
-        """
-        return all(self.matched.get(i, 0) > 0
-                   and int(self.node_side.get(name, {}).get('keypoints_subscribers', '1')
-                           if name in self.node_side else 0) > 0
-                   for i, name in enumerate(self.cameras))
-
-    def close(self):
-        """Destroy the node and the context."""
-        self.executor.shutdown()
-        with dds.teardown_guard():
-            self.node.destroy_node()
-            self.rclpy.shutdown(context=self.context)
 
 
 def node_wrapper(text, label):
@@ -274,8 +172,7 @@ def _measure(args, rate, collector, node, publishers, run):
                 or time.monotonic() - state['since'] > args.drain_idle)
     collector.spin_until(warmed_up, 60.0, lambda: node.poll() is None)
     collector.spin(NODE_SETTLE_S)
-    run.warm_delivered = len(collector.received)
-    collector.received.clear()
+    run.warm_delivered = len(collector.take_rows())
     heap.freeze_startup_objects()  # no full collection walks start-up's objects mid-run
 
     before = _cpu_ticks(node.pids)
@@ -334,7 +231,8 @@ def run_node_config(args, cameras_count, rate, log_dir):
     pub_log_path = Path(log_dir) / f'publisher_{label}.log'
     run = _Run()
     run.baseline_mib = gpu_memory_used_mib()
-    collector = Collector(cameras)
+    collector = Collector(cameras, args.collector_take)
+    result['collector_take'] = collector.take
     with open(pub_log_path, 'w') as pub_log:
         node = NodeGroup(args, cameras, log_dir, label)
         node_log_path = node.log_paths[0]
@@ -418,6 +316,7 @@ def run_node(args):
                             'ros_automatic_discovery_range': 'LOCALHOST',
                             'dds_profile': os.environ.get(dds.PROFILE_ENV, ''),
                             'collector_heap': malloc,
+                            'collector_take': args.collector_take,
                             'latency': 'image header stamp (set just before publish) to '
                                        'receipt of its Keypoints in the collector process '
                                        '(its Python callback); latency_at_reader: to the '
