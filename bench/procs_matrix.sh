@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+#
+# xfeat_bench node runs over several node processes with CUDA MPS, in one call of the
+# device tool (after the wheels: call A carry .whl1 `mkdir -p /tmp/whl && cp .whl1/* /tmp/whl/`,
+# then this with carry .whl):
+#     RUNS="rgb8:shipped:8x120:4 rgb8:shipped:8xmax:8:rclpy" OUT=$OUT/p bash bench/procs_matrix.sh
+# RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE] words (PROFILE 'shipped' or
+# 'default' = Fast DDS defaults; COLLECTOR_TAKE rcl (default) or rclpy). Writes
+# procs_<word>.json, lat_<word>.png, logs/ and summary.txt under $OUT, and $OUT.tar.gz.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+OUT="${OUT:-/tmp/xfeat_procs}"
+mkdir -p "${OUT}/logs"
+if [[ ! -e .venv ]]; then  # the machine's python3 is a venv holding torch and cupy
+  ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
+fi
+mkdir -p .whl && cp /tmp/whl/* .whl/ 2>/dev/null
+if ! XFEAT_SETUP_PROFILE=ros XFEAT_PIP_ARGS="--no-index --find-links ${PWD}/.whl --no-build-isolation" \
+    bash scripts/setup_venv.sh > "${OUT}/setup.log" 2>&1; then
+  tail -n 30 "${OUT}/setup.log"
+  exit 3
+fi
+# shellcheck disable=SC1091
+source scripts/ros_env.sh
+export PYTHONPATH="${PWD}" PYTHONUNBUFFERED=1 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( RANDOM % 100 + 1 ))}"
+export XFEAT_ROS_WEIGHTS="${PWD}/xfeat_ros/data/xfeat_backbone.npz"
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
+nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee "${OUT}/summary.txt"
+rc=0
+for word in ${RUNS:-rgb8:shipped:8x120:4}; do
+  IFS=: read -r encoding profile config procs take <<< "${word}"
+  [[ "${profile}" == default ]] && profile_arg='' || profile_arg="${profile}"
+  name="${word//:/_}"
+  echo "== ${word} ($(date -u +%T))" | tee -a "${OUT}/summary.txt"
+  timeout "${RUN_TIMEOUT:-150}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
+    python -m xfeat_ros.tools.bench node --backend pytorch --images test/data/data/tum_fr2_desk \
+    --weights "${XFEAT_ROS_WEIGHTS}" --encoding "${encoding}" --dds-profile "${profile_arg}" \
+    --configs "${config}" --node-processes "${procs}" --collector-take "${take:-rcl}" \
+    --duration "${DURATION:-8}" --log-dir "${OUT}/logs/${name}" --json "${OUT}/procs_${name}.json" \
+    --png "${OUT}/lat_${name}.png" 2>&1 | tail -n 1 | tee -a "${OUT}/summary.txt" || rc=1
+done
+echo quit | nvidia-cuda-mps-control
+tar czf "${OUT}.tar.gz" -C "$(dirname "${OUT}")" "$(basename "${OUT}")"
+exit "${rc}"
