@@ -6,7 +6,7 @@
 # device tool (after the wheels: call A carry .whl1 `mkdir -p /tmp/whl && cp .whl1/* /tmp/whl/`,
 # then this with carry .whl):
 #     RUNS="rgb8:shipped:8x120:4 rgb8:shipped:8xmax:8:rclpy" OUT=$OUT/p bash bench/procs_matrix.sh
-# RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE] words (PROFILE 'shipped' or
+# RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE] words (PROFILE 'shipped', a file, or
 # 'default' = Fast DDS defaults; COLLECTOR_TAKE rcl (default) or rclpy). Writes
 # procs_<word>.json, lat_<word>.png, logs/ and summary.txt under $OUT, and $OUT.tar.gz.
 set -uo pipefail
@@ -34,7 +34,7 @@ rc=0
 for word in ${RUNS:-rgb8:shipped:8x120:4}; do
   IFS=: read -r encoding profile config procs take <<< "${word}"
   [[ "${profile}" == default ]] && profile_arg='' || profile_arg="${profile}"
-  name="${word//:/_}"
+  name="$(tr ':/' '__' <<< "${word}")"
   echo "== ${word} ($(date -u +%T))" | tee -a "${OUT}/summary.txt"
   timeout "${RUN_TIMEOUT:-150}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
     python -m xfeat_ros.tools.bench node --backend pytorch --images test/data/data/tum_fr2_desk \
