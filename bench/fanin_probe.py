@@ -112,7 +112,8 @@ def run_parent(args):
     for repeat in range(args.repeat):
         for profile in args.profiles.split(','):
             env = _children_env(profile, args.domain_id)
-            sub = subprocess.Popen(me + ['sub'] + common, env=env, text=True,
+            wrap = args.sub_wrapper.split() if args.sub_wrapper else []
+            sub = subprocess.Popen(wrap + me + ['sub'] + common, env=env, text=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             assert sub.stdout.readline().strip() == 'ready'
             pubs = [subprocess.Popen(me + ['pub', '--topic', f'w{i}/keypoints'] + common,
@@ -147,6 +148,7 @@ def main():
     parser.add_argument('--topic')
     parser.add_argument('--domain-id', type=int, default=os.getpid() % 100 + 101)
     parser.add_argument('--json')
+    parser.add_argument('--sub-wrapper', help='command prefix of the subscriber, e.g. strace')
     args = parser.parse_args()
     return {'run': run_parent, 'sub': run_subscriber, 'pub': run_publisher}[args.role](args)
 
