@@ -249,6 +249,10 @@ def run_node_config(args, cameras_count, rate, log_dir):
             code = node.stop()
             rows = list(collector.received)
             collector.close()
+    if collector.errors:   # a callback on the receiver's thread failed: rows may be missing
+        result['collector_errors'] = collector.errors[:5]
+        LOG.error('%s: the collector failed %d times, first: %s', label,
+                  len(collector.errors), collector.errors[0])
     final = node.merged_log_lines(parse_final_counts)
     received, processed = node_counts(final, run.warm_published, run.warm_delivered)
     measured = [row for row in rows if not row[1].startswith('w')]
