@@ -13,13 +13,9 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 OUT="${OUT:-/tmp/xfeat_procs}"
 mkdir -p "${OUT}/logs"
-if [[ ! -e .venv ]]; then  # the machine's python3 is a venv holding torch and cupy
-  ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
-fi
-mkdir -p .whl && cp /tmp/whl/* .whl/ 2>/dev/null
-if ! XFEAT_SETUP_PROFILE=ros XFEAT_PIP_ARGS="--no-index --find-links ${PWD}/.whl --no-build-isolation" \
-    bash scripts/setup_venv.sh > "${OUT}/setup.log" 2>&1; then
-  tail -n 30 "${OUT}/setup.log"
+# the ROS wheels installed and the messages built as for the node tests (collection only)
+if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q > "${OUT}/setup_check.log" 2>&1; then
+  tail -n 30 "${OUT}/setup_check.log"
   exit 3
 fi
 # shellcheck disable=SC1091
