@@ -6,8 +6,10 @@
 # device tool (after the wheels: call A carry .whl1 `mkdir -p /tmp/whl && cp .whl1/* /tmp/whl/`,
 # then this with carry .whl):
 #     RUNS="rgb8:shipped:8x120:4 rgb8:shipped:8xmax:8:rclpy" OUT=$OUT/p bash bench/procs_matrix.sh
-# RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE] words (PROFILE 'shipped', a file, or
-# 'default' = Fast DDS defaults; COLLECTOR_TAKE rcl (default) or rclpy). Writes
+# RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE[:QUEUE_SIZE]] words (PROFILE 'shipped',
+# a file, or 'default' = Fast DDS defaults; COLLECTOR_TAKE rcl (default) or rclpy; QUEUE_SIZE the
+# node's queue_size, the shipped default when empty). A word may repeat (A/B rounds): its
+# files then get a suffix _r2, _r3, ... Writes
 # procs_<word>.json, lat_<word>.png, logs/ and summary.txt under $OUT, and $OUT.tar.gz.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -28,14 +30,21 @@ mkdir -p "${CUDA_MPS_PIPE_DIRECTORY}" "${CUDA_MPS_LOG_DIRECTORY}"
 nvidia-cuda-mps-control -d && echo "MPS daemon started" | tee "${OUT}/summary.txt"
 rc=0
 for word in ${RUNS:-rgb8:shipped:8x120:4}; do
-  IFS=: read -r encoding profile config procs take <<< "${word}"
+  IFS=: read -r encoding profile config procs take queue <<< "${word}"
   [[ "${profile}" == default ]] && profile_arg='' || profile_arg="${profile}"
+  queue_arg=()
+  [[ -n "${queue:-}" ]] && queue_arg=(--queue-size "${queue}")
   name="$(tr ':/' '__' <<< "${word}")"
+  round=1
+  while [[ -e "${OUT}/procs_${name}$( ((round > 1)) && echo "_r${round}").json" ]]; do
+    round=$((round + 1))
+  done
+  ((round > 1)) && name="${name}_r${round}"
   echo "== ${word} ($(date -u +%T))" | tee -a "${OUT}/summary.txt"
   timeout "${RUN_TIMEOUT:-150}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
     python -m xfeat_ros.tools.bench node --backend pytorch --images test/data/data/tum_fr2_desk \
     --weights "${XFEAT_ROS_WEIGHTS}" --encoding "${encoding}" --dds-profile "${profile_arg}" \
-    --configs "${config}" --node-processes "${procs}" --collector-take "${take:-rcl}" \
+    --configs "${config}" --node-processes "${procs}" --collector-take "${take:-rcl}" "${queue_arg[@]}" \
     --duration "${DURATION:-8}" --log-dir "${OUT}/logs/${name}" --json "${OUT}/procs_${name}.json" \
     --png "${OUT}/lat_${name}.png" 2>&1 | tail -n 1 | tee -a "${OUT}/summary.txt" || rc=1
 done
