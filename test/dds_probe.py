@@ -16,6 +16,7 @@ at a time (see test_dds.py for why).
 
 The report is one JSON line: ``segments`` (the Fast DDS shared-memory
 segments mapped into this process: path -> mapped bytes, ports excluded),
+``ports`` (``hold`` only: the shared-memory port files mapped here, path -> file bytes),
 ``udp_ports`` (local ports of this process's UDP sockets) and ``received`` /
 ``published``. The environment (profile, discovery range, domain) is the
 caller's.
@@ -41,6 +42,17 @@ def mapped_segments():
                 path, size = found.group(3), int(found.group(2), 16) - int(found.group(1), 16)
                 sizes[path] = sizes.get(path, 0) + size
     return sizes
+
+
+def mapped_ports():
+    """Map of /dev/shm/fastdds_port<N> files mapped here -> their size in bytes."""
+    paths = set()
+    with open('/proc/self/maps') as maps:
+        for line in maps:
+            found = re.search(r' (/dev/shm/fastdds_port[0-9]+)$', line.strip())
+            if found:
+                paths.add(found.group(1))
+    return {path: os.path.getsize(path) for path in sorted(paths)}
 
 
 def udp_ports():
@@ -86,7 +98,7 @@ def main():
     qos = QoSProfile(depth=max(args.count, 1), reliability=ReliabilityPolicy.RELIABLE)
     report = {'pid': os.getpid()}
     if args.mode == 'hold':
-        report.update(segments=mapped_segments(), udp_ports=udp_ports())
+        report.update(segments=mapped_segments(), ports=mapped_ports(), udp_ports=udp_ports())
         sys.stdout.write(json.dumps(report) + '\n')
         sys.stdout.flush()
         sys.stdin.read()

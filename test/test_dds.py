@@ -34,6 +34,8 @@ NS = {'f': 'http://www.eprosima.com'}
 SEGMENT_BYTES = 32 * 1024 * 1024
 RGB_4K_BYTES = 3840 * 2160 * 3
 KEYPOINTS_65K_BYTES = 65536 * (2 * 4 + 4 + 64 * 4 + 8 + 4)
+PORT_DESCRIPTORS = 8192
+FRAGMENT_BYTES = 65500  # UDPv4's limit: the fragment size of every transport (rmw adds UDPv4)
 
 
 def test_shipped_profile_is_found_and_chosen_by_default():
@@ -98,6 +100,11 @@ def test_profile_content():
     segment = int(kinds['SHM'].findtext('f:segment_size', namespaces=NS))
     assert segment == SEGMENT_BYTES
     assert segment > max(RGB_4K_BYTES, KEYPOINTS_65K_BYTES)  # the large samples fit whole
+    # Eight cameras' 4096-keypoint Keypoints (18 fragments), each fragment pushed twice
+    # (rmw_fastrtps's own SHM transport beside this one), several messages deep.
+    queue = int(kinds['SHM'].findtext('f:port_queue_capacity', namespaces=NS))
+    fragments = -(-(4096 * (2 * 4 + 4 + 64 * 4 + 8 + 4)) // FRAGMENT_BYTES)
+    assert queue == PORT_DESCRIPTORS and queue >= 8 * fragments * 2 * 16
     assert participant.findtext('f:rtps/f:useBuiltinTransports', namespaces=NS) == 'false'
     # Only transports: the ROS QoS of the code stay in charge.
     assert root.find('f:profiles/f:data_writer', NS) is None
@@ -174,6 +181,28 @@ def test_fast_dds_maps_the_profile_segment():
     assert len(sizes) == 2 and sizes[0] < 1024 * 1024
     assert SEGMENT_BYTES <= sizes[1] < SEGMENT_BYTES + 4 * 1024 * 1024
     assert 'Error' not in err, err
+
+
+def test_profile_port_queue_reaches_fast_dds(tmp_path):
+    # The same profile without port_queue_capacity (Fast DDS's 512) as the yardstick: the
+    # ports through which a process is reached are files whose size follows the capacity
+    # of the transport that created them, the profile's (registered before rmw's own).
+    plain = tmp_path / 'plain.xml'
+    text = dds.shipped_profile().read_text()
+    plain.write_text(text.replace(f'<port_queue_capacity>{PORT_DESCRIPTORS}</port_queue_capacity>',
+                                  ''))
+    assert plain.read_text() != text
+    sizes = {}
+    for name, profile in (('shipped', None), ('plain', plain)):
+        env = probe_env()
+        if profile is not None:
+            env[dds.PROFILE_ENV] = str(profile)
+        [(report, err)] = run_probes([['hold']], env)
+        assert report['ports'], report  # its own unicast ports at least
+        sizes[name] = set(report['ports'].values())
+        assert 'Error' not in err, err
+    # every port of the process holds the larger queue: >= 16 bytes a descriptor more
+    assert min(sizes['shipped']) - max(sizes['plain']) >= (PORT_DESCRIPTORS - 512) * 16, sizes
 
 
 def start_probe(env, mode, topic, *args):
