@@ -33,7 +33,8 @@ PROBE = [sys.executable, str(REPO / 'test' / 'dds_probe.py')]
 NS = {'f': 'http://www.eprosima.com'}
 SEGMENT_BYTES = 32 * 1024 * 1024
 RGB_4K_BYTES = 3840 * 2160 * 3
-KEYPOINTS_65K_BYTES = 65536 * (2 * 4 + 4 + 64 * 4 + 8 + 4)
+KEYPOINT_BYTES = 2 * 4 + 4 + 64 * 4 + 8 + 4  # xy, score, descriptor, track id, age
+KEYPOINTS_65K_BYTES = 65536 * KEYPOINT_BYTES
 PORT_DESCRIPTORS = 8192
 FRAGMENT_BYTES = 65500  # UDPv4's limit: the fragment size of every transport (rmw adds UDPv4)
 
@@ -101,9 +102,10 @@ def test_profile_content():
     assert segment == SEGMENT_BYTES
     assert segment > max(RGB_4K_BYTES, KEYPOINTS_65K_BYTES)  # the large samples fit whole
     # Eight cameras' 4096-keypoint Keypoints (18 fragments), each fragment pushed twice
-    # (rmw_fastrtps's own SHM transport beside this one), several messages deep.
+    # (rmw_fastrtps's own SHM transport beside this one), 16 messages deep.
     queue = int(kinds['SHM'].findtext('f:port_queue_capacity', namespaces=NS))
-    fragments = -(-(4096 * (2 * 4 + 4 + 64 * 4 + 8 + 4)) // FRAGMENT_BYTES)
+    fragments = -(-(4096 * KEYPOINT_BYTES) // FRAGMENT_BYTES)
+    assert fragments == 18
     assert queue == PORT_DESCRIPTORS and queue >= 8 * fragments * 2 * 16
     assert participant.findtext('f:rtps/f:useBuiltinTransports', namespaces=NS) == 'false'
     # Only transports: the ROS QoS of the code stay in charge.
