@@ -57,17 +57,11 @@ if [[ "${WHAT}" == all || "${WHAT}" == pipeline ]]; then
 fi
 if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
   echo "== ROS set-up ($(date -u +%T))"
-  # As bench/gpu_node_check.sh: the machine's python3 is a venv holding torch
-  # and cupy; .venv points at it and the ROS wheels go into it (the machine is
-  # thrown away after the lease).
-  if [[ -d .venv && ! -L .venv ]]; then
-    rm -rf .venv
-  fi
-  [[ -e .venv ]] || ln -s "$(python3 -c 'import sys; print(sys.prefix)')" .venv
-  if ! XFEAT_SETUP_PROFILE=ros \
-      XFEAT_PIP_ARGS="--no-index --find-links ${PWD}/.whl --no-build-isolation" \
-      bash scripts/setup_venv.sh > "${OUT}/setup.log" 2>&1; then
-    tail -n 40 "${OUT}/setup.log"
+  # the ROS wheels installed and the messages built by bench/gpu_node_check.sh (collection
+  # of one test only), as bench/procs_matrix.sh does
+  if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q test/test_rcl_io.py \
+      > "${OUT}/setup_check.log" 2>&1; then
+    tail -n 40 "${OUT}/setup_check.log"
     echo "run_gpu: ROS set-up failed"
     exit 3
   fi
