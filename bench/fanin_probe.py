@@ -28,11 +28,25 @@ import numpy as np
 from xfeat_ros import dds
 
 
-def _children_env(profile, domain):
+def children_env(profile, domain):
     """Return the children's environment for ``profile`` (shipped, a path, default)."""
     env = {k: v for k, v in os.environ.items() if k != dds.PROFILE_ENV}
     dds.ros_environment('' if profile == 'default' else profile, domain_id=domain, env=env)
     return env
+
+
+def keypoints_message(n):
+    """Return a Keypoints message of ``n`` keypoints (float32 descriptors, track ids)."""
+    from xfeat_ros.messages import message_types
+    msg = message_types()[0]()
+    msg.keypoints = np.zeros(2 * n, np.float32)
+    msg.scores = np.zeros(n, np.float32)
+    msg.descriptor_size = 64
+    msg.descriptor_encoding = 'float32'
+    msg.descriptors = np.ones(64 * n, np.float32)
+    msg.track_ids = np.arange(n, dtype=np.uint64)
+    msg.track_ages = np.zeros(n, np.uint32)
+    return msg
 
 
 def run_subscriber(args):
@@ -76,15 +90,7 @@ def run_publisher(args):
     node = rclpy.create_node(f'fanin_{args.topic.strip("/").replace("/", "_")}')
     pub = node.create_publisher(message_types()[0], args.topic,
                                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
-    msg = message_types()[0]()
-    n = args.keypoints
-    msg.keypoints = np.zeros(2 * n, np.float32)
-    msg.scores = np.zeros(n, np.float32)
-    msg.descriptor_size = 64
-    msg.descriptor_encoding = 'float32'
-    msg.descriptors = np.ones(64 * n, np.float32)
-    msg.track_ids = np.arange(n, dtype=np.uint64)
-    msg.track_ages = np.zeros(n, np.uint32)
+    msg = keypoints_message(args.keypoints)
     deadline = time.monotonic() + 60
     while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -111,7 +117,7 @@ def run_parent(args):
     results = []
     for repeat in range(args.repeat):
         for profile in args.profiles.split(','):
-            env = _children_env(profile, args.domain_id)
+            env = children_env(profile, args.domain_id)
             wrap = args.sub_wrapper.split() if args.sub_wrapper else []
             sub = subprocess.Popen(wrap + me + ['sub'] + common, env=env, text=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
