@@ -35,11 +35,11 @@ for word in ${RUNS:-rgb8:shipped:8x120:4}; do
   queue_arg=()
   [[ -n "${queue:-}" ]] && queue_arg=(--queue-size "${queue}")
   name="$(tr ':/' '__' <<< "${word}")"
-  round=1
-  while [[ -e "${OUT}/procs_${name}$( ((round > 1)) && echo "_r${round}").json" ]]; do
-    round=$((round + 1))
+  round=1 suffix=''
+  while [[ -e "${OUT}/procs_${name}${suffix}.json" ]]; do
+    round=$((round + 1)) suffix="_r${round}"
   done
-  ((round > 1)) && name="${name}_r${round}"
+  name="${name}${suffix}"
   echo "== ${word} ($(date -u +%T))" | tee -a "${OUT}/summary.txt"
   timeout "${RUN_TIMEOUT:-150}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
     python -m xfeat_ros.tools.bench node --backend pytorch --images test/data/data/tum_fr2_desk \
