@@ -313,3 +313,34 @@ def test_a_frame_fired_while_the_scheduler_stops_is_counted_not_lost(scripted):
     streams, done = first_armed_then(engine, scripted, step)
     assert [d.item.msg.header.frame_id for d in done] == ['0']
     assert streams[''].counts()['dropped_shutdown'] == 1   # frame 1: counted, not lost
+
+
+def test_a_frame_whose_stamp_jumped_back_never_fires_the_armed_chain(scripted):
+    """The chain would match it to the old timeline's frame and continue its tracks there."""
+    engine = ArmingEngine(scripted)
+    scheduler, streams, done = build(engine)
+
+    def put_at(frame_id, stamp_s):
+        msg = frame_msg(0, stamp_s=stamp_s)
+        msg.header.frame_id = frame_id
+        scheduler.put(streams[''].accept(msg, time.monotonic()))
+    scheduler.start()
+    try:
+        for i, stamp_s in enumerate((1796451675.0, 1796451675.1, 1311868169.2, 1311868169.3)):
+            if i:
+                engine.wait_for(i, 'armed')  # the chain for this frame is armed
+            put_at(str(i), stamp_s)
+            done.wait(i + 1)
+        engine.wait_for(4, 'armed')
+    finally:
+        scheduler.stop()
+    assert engine.events[:7] == ['armed', 'fired', 'armed', 'cancelled', 'armed', 'fired',
+                                 'armed']
+    assert [c for c in engine.calls if c[0] == 'group'] == [
+        ('group', ['0'], False), ('group', ['1'], True), ('group', ['2'], False),
+        ('group', ['3'], True)]
+    assert done[2].item.restart and done[2].matches is None  # matched to nothing
+    assert len(done[1].matches) == 200 and len(done[3].matches) == 200  # 0 -> 1, 2 -> 3
+    counts = streams[''].counts()
+    assert counts['submitted_at_receipt'] == 2 and counts['next_frame_armed'] == 4
+    assert counts['armed_frame_unused'] == 2  # frame 2's chain, and the last one at stop

@@ -64,14 +64,24 @@ def world():
                                  for i in range(12)}
 
 
+class Lines:
+    """A logger of one-string methods (as rclpy's) that keeps its lines as (level, text)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def __getattr__(self, level):
+        return lambda text: self.lines.append((level, text))
+
+
 def run(features, frames, config=OutputConfig(), cameras=('',), debug=(), models=None,
-        group=1):
+        group=1, logger=None):
     """Finish ``frames`` [(camera, index, stamp_s)] through the core; return (sink, streams)."""
     streams = {name: CameraStream(name) for name in cameras}
     for name, model in (models or {}).items():
         streams[name].camera_model = model
     sink = Sink(debug)
-    report = Reporter(__import__('logging').getLogger('test_core_frontend'))
+    report = Reporter(logger or __import__('logging').getLogger('test_core_frontend'))
     stereo = None
     if config.pairs:
         stereo = StereoPairing(config.pairs, config.stereo_sync_tolerance_s,
@@ -99,6 +109,49 @@ def test_keypoints_matches_and_tracks(world):
     assert all(item.msg is None and item.frame.header.frame_id == str(i)
                for i, item in enumerate(sink.items))  # image bytes released once sent
     assert not sink.of('cloud') and not sink.of('feature') and not sink.of('debug')
+
+
+def test_a_jump_back_warns_once_and_restarts_the_tracks(world):
+    _, _, features = world
+    logger = Lines()
+    stamps = (100.0, 100.1, 50.0, 50.1, 50.2)
+    sink, streams = run(features, [('', i, s) for i, s in enumerate(stamps)], logger=logger)
+    outs = [s[2] for s in sink.of('frame')]
+    matches = [s[2] for s in sink.of('matches')]
+    assert len(outs) == 5 and len(matches) == 5  # the first frame's too (previous None)
+    jump = outs[2]
+    assert jump.restarted and jump.matches is None and jump.previous is outs[1].frame
+    assert jump.frame.track_ids.min() > outs[1].frame.track_ids.max()  # new, never reused
+    assert jump.frame.track_ages.max() == 1
+    np.testing.assert_array_equal(outs[4].frame.track_ids, jump.frame.track_ids)
+    assert outs[4].frame.track_ages.min() == 3 and len(outs[3].matches) == 150
+    assert [o.restarted for o in outs] == [False, False, True, False, False]
+    warnings = [text for level, text in logger.lines if level == 'warning']
+    assert len(warnings) == 1, logger.lines
+    assert warnings[0].startswith('//image: image stamp jumped back from 100100000000 ns to '
+                                  '50000000000 ns') and 'every track ends' in warnings[0]
+    counts = streams[''].counts()
+    assert counts['stamp_jumps_back'] == 1 and counts['published'] == 5
+    assert 'matches_empty_size_change' not in counts
+
+
+def test_each_jump_back_is_logged_at_most_once_a_second_per_camera(world):
+    _, _, features = world
+    lines, now = Lines(), [0.0]
+    streams = {name: CameraStream(name) for name in ('a', 'b')}
+    sink = Sink()
+    frontend = FrontEnd(streams, OutputConfig(), sink, Reporter(lines, lambda: now[0]))
+    scheduler = Scheduler(ScriptedEngine(features), streams, SchedulerConfig())
+    for step, (camera, stamp_s) in enumerate([('a', 10.0), ('b', 10.0), ('a', 5.0), ('b', 5.0),
+                                              ('a', 1.0), ('a', 0.5), ('a', 0.1)]):
+        now[0] = {5: 2.0, 6: 2.5}.get(step, 0.0)  # a's 2nd and 4th jumps come within a second
+        item = streams[camera].accept(frame_msg(step, stamp_s=stamp_s), 0.0)
+        for done in scheduler.process([item]):
+            frontend.finish(done)
+    warned = [text.split(':')[0] for level, text in lines.lines if level == 'warning']
+    assert warned == ['/a/image', '/b/image', '/a/image']  # a at 0 s and 2 s; b at 0 s
+    assert streams['a'].counts()['stamp_jumps_back'] == 4
+    assert [s[2].restarted for s in sink.of('frame', 'a')] == [False] + [True] * 4
 
 
 def test_cloud_and_debug_only_when_asked(world):
@@ -176,6 +229,25 @@ def test_unpaired_left_frames_are_sent_alone_in_order(world):
     assert streams['left'].counts()['feature_stereo_unpaired'] == 3
 
 
+def test_a_looping_stereo_pair_sends_the_old_left_frame_alone(world):
+    _, _, features = world
+    config = OutputConfig(vins_features=True, vins_format='fusion', stereo_pairs=('left:right',))
+    # stamps 1, 2, 3 then the loop again; right's frame at 3 s is lost the first time round
+    frames = [('left', 0, 1.0), ('right', 1, 1.0), ('left', 2, 2.0), ('right', 3, 2.0),
+              ('left', 4, 3.0), ('left', 5, 1.0), ('right', 6, 1.0), ('left', 7, 2.0),
+              ('right', 8, 2.0)]
+    sink, streams = run(features, frames, config, cameras=('left', 'right'),
+                        models={'left': MODEL, 'right': MODEL})
+    pairs = [(s[2].header.frame_id, s[3].header.frame_id) for s in sink.of('stereo')]
+    assert pairs == [('0', '1'), ('2', '3'), ('5', '6'), ('7', '8')]
+    messages = sink.of('feature')
+    assert [m[2].frame_id for m in messages] == ['0', '2', '4', '5', '7']  # 4 alone, in order
+    assert [int(m[4].sum()) for m in messages] == [150, 150, 0, 150, 150]  # right features
+    assert not messages[3][3][3].any()  # the loop's first frame: no velocity (new tracks)
+    counts = streams['left'].counts()
+    assert counts['feature_stereo_unpaired'] == 1 and counts['stereo_unpaired'] == 1
+
+
 def test_stereo_tolerance_pairs_close_stamps(world):
     _, _, features = world
     config = OutputConfig(stereo_pairs=('left:right',), stereo_sync_tolerance_s=0.005)
@@ -206,7 +278,7 @@ def test_pair_partner_and_window():
 
     class Item:
         def __init__(self, camera, stamp_s):
-            self.camera, self.msg = camera, frame_msg(0, stamp_s=stamp_s)
+            self.camera, self.msg, self.timeline = camera, frame_msg(0, stamp_s=stamp_s), 0
 
     class Done:
         def __init__(self, camera, stamp_s):

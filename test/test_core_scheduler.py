@@ -333,3 +333,76 @@ def test_stereo_frames_pair_on_the_engine_side(scripted):
     assert done[0].stereo is None and done[2].stereo is None
     match = done[1].stereo
     assert match.left is done[0] and match.right is done[1] and len(match.result) == 200
+
+
+# -- stamps that jump back (a replayed or looping bag, a camera on another clock) --------------
+def accept(streams, camera, index, stamp_s):
+    return streams[camera].accept(frame_msg(index, stamp_s=stamp_s), 0.0)
+
+
+@pytest.mark.parametrize('submit', ['one by one', 'as a group'])
+def test_a_jump_back_restarts_only_its_cameras_matching(scripted, submit):
+    engine = (ScriptedEngine if submit == 'one by one' else GroupEngine)(scripted)
+    scheduler, streams, _ = build(engine, ('a', 'b'))
+    scheduler.process([accept(streams, 'a', 0, 100.0), accept(streams, 'b', 1, 100.0)])
+    # a's stamps jump back; in the same group b goes on, and a's next frame follows the jump
+    done = scheduler.process([accept(streams, 'a', 2, 50.0), accept(streams, 'b', 3, 100.1),
+                              accept(streams, 'a', 4, 50.1)])
+    assert [d.item.restart for d in done] == [True, False, False]
+    assert done[0].matches is None  # never matched to frame 0 of the old timeline
+    assert len(done[1].matches) == 200 and len(done[2].matches) == 200  # b: 1 -> 3; a: 2 -> 4
+    assert [c for c in engine.calls if c[0] == 'match'] == [('match', 200, 200)] * 2
+    assert streams['a'].counts()['stamp_jumps_back'] == 1
+    assert streams['b'].counts()['stamp_jumps_back'] == 0
+
+
+def test_a_jump_back_holds_when_its_frame_is_dropped_from_the_queue(scripted):
+    engine = ScriptedEngine(scripted)
+    engine.gate = threading.Event()
+    scheduler, streams, done = build(engine)  # one queued frame: a newer one drops it
+    scheduler.start()
+    try:
+        scheduler.put(accept(streams, '', 0, 100.0))
+        assert engine.submitting.wait(5)
+        assert not scheduler.put(accept(streams, '', 1, 50.0))  # jumps back, then dropped:
+        assert scheduler.put(accept(streams, '', 2, 50.1))      # its successor is new too
+        engine.gate.set()
+        assert scheduler.wait_idle(10)
+    finally:
+        scheduler.stop()
+    assert [d.item.msg.header.frame_id for d in done] == ['0', '2']
+    assert done[1].matches is None and done[1].item.timeline == 1
+    counts = streams[''].counts()
+    assert counts['dropped_queue_full'] == 1 and counts['stamp_jumps_back'] == 1
+
+
+def test_a_fallback_keeps_the_timeline_of_the_frames_in_hand(scripted):
+    gpu = ScriptedEngine(scripted, device='cuda:0', name='fake_gpu')
+    cpu = ScriptedEngine(scripted)
+    scheduler, streams, _ = build(gpu, make_cpu=lambda config: cpu)
+    done = [scheduler.process([accept(streams, '', i, s)])[0]
+            for i, s in enumerate((100.0, 50.0, 50.1))]
+    gpu.failures = [DeviceError('CUDA error: an illegal memory access was encountered')]
+    done += [scheduler.process([accept(streams, '', i, s)])[0]
+             for i, s in ((3, 50.2), (4, 50.3))]
+    assert scheduler.engine is cpu
+    assert [d.matches is None for d in done] == [True, True, False, False, False]
+
+
+def test_a_looping_stereo_pair_never_pairs_frames_of_two_timelines(scripted):
+    engine = ScriptedEngine(scripted)
+    scheduler, streams, _ = build(engine, ('left', 'right'), stereo=[('left', 'right')])
+    # stamps 1, 2, 3 then the loop again; right's frame at 3 s is lost the first time round
+    frames = [('left', 0, 1.0), ('right', 1, 1.0), ('left', 2, 2.0), ('right', 3, 2.0),
+              ('left', 4, 3.0),
+              ('left', 5, 1.0), ('right', 6, 1.0), ('left', 7, 2.0), ('right', 8, 2.0),
+              ('left', 9, 3.0), ('right', 10, 3.0)]
+    done = [d for camera, index, stamp_s in frames
+            for d in scheduler.process([accept(streams, camera, index, stamp_s)])]
+    pairs = [(d.stereo.left.item.msg.header.frame_id, d.stereo.right.item.msg.header.frame_id)
+             for d in done if d.stereo is not None]
+    assert pairs == [('0', '1'), ('2', '3'), ('5', '6'), ('7', '8'), ('9', '10')]
+    assert streams['left'].counts()['stereo_unpaired'] == 1   # frame 4, dropped at the loop
+    assert streams['left'].counts()['stamp_jumps_back'] == 1
+    assert streams['right'].counts()['stamp_jumps_back'] == 1
+    assert done[5].matches is None and done[6].matches is None  # each side restarts

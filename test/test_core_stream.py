@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from xfeat_ros.cdr import parse_image
 from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES, stamp_ns,
-                                   TRANSPORT_PARTS, transport_parts)
+from xfeat_ros.core.stream import (CameraStream, check_image, Done, STAGES,
+                                   STAMP_JUMP_TOLERANCE_NS, stamp_ns, TRANSPORT_PARTS,
+                                   transport_parts)
 from xfeat_ros.errors import (ImageLayoutError, ImageTooSmallError, StampOrderError,
                               UnsupportedEncodingError)
 from xfeat_ros.pipeline import ContinuedTracks, MatchResult
@@ -76,6 +77,65 @@ def test_tracks_continue_through_matches_and_restart_after_a_size_change():
     assert out.size_changed and out.matches is None
     assert out.frame.track_ids.min() == 120 and out.frame.track_ages.max() == 1  # all new
     assert big.frame is out.frame
+
+
+def test_a_stamp_that_jumps_back_beyond_the_tolerance_restarts_the_stream():
+    stream = CameraStream('cam')
+    live = 1796451675.0  # as in the report: live stamps, then a bag of 2011 replayed
+    first = stream.accept(frame_msg(0, stamp_s=live), 1.0)
+    assert first.timeline == 0 and not first.restart
+    stream.accept(frame_msg(1, stamp_s=live + 0.05), 2.0)
+    for stamp_s in (live + 0.05, live):  # repeated; earlier by less than the tolerance
+        with pytest.raises(StampOrderError, match='restarts the stream'):
+            stream.accept(frame_msg(2, stamp_s=stamp_s), 3.0)
+    replayed = stream.accept(frame_msg(3, stamp_s=1311868169.163497984), 4.0)
+    assert replayed.restart and replayed.timeline == 1
+    assert stream.last_stamp_ns == stamp_ns(replayed.msg.header.stamp)
+    later = stream.accept(frame_msg(4, stamp_s=1311868169.263274), 5.0)
+    assert later.timeline == 1 and not later.restart
+    unstamped = stream.accept(frame_msg(5, stamp_s=0.0), 6.0)  # exempt: no restart
+    assert unstamped.timeline == 1 and not unstamped.restart
+    counts = stream.counts()
+    assert counts['stamp_jumps_back'] == 1 and counts['rejected_StampOrderError'] == 2
+    assert counts['accepted'] == 5 and counts['received'] == 7
+
+
+def test_the_tolerance_is_the_boundary_of_a_restart():
+    last = 10_000_000_000
+    for back, refused in ((0, True), (STAMP_JUMP_TOLERANCE_NS, True),
+                          (STAMP_JUMP_TOLERANCE_NS + 1, False)):
+        msg = frame_msg(0, stamp_s=(last - back) / 1e9)
+        if refused:
+            with pytest.raises(StampOrderError):
+                check_image(msg, last)
+        else:
+            assert check_image(msg, last) == last - back
+
+
+def test_tracks_end_at_a_jump_back_and_new_ids_keep_increasing():
+    points, descriptors = scene(120)
+    features = [features_at(i, points, descriptors) for i in range(4)]
+    identity = MatchResult(np.arange(120), np.arange(120), np.ones(120, np.float32))
+    stream = CameraStream('')
+    outs = []
+    for i, stamp_s in enumerate((100.0, 100.1, 50.0, 50.1)):  # the third jumps back
+        item = stream.accept(frame_msg(i, stamp_s=stamp_s), float(i))
+        # an engine that (wrongly) matched across the jump must not carry tracks over it
+        matches = identity if i else None
+        if i == 2:
+            matches = MatchResult(identity.idx0, identity.idx1, identity.similarity, None,
+                                  _engine_tracks(stream, features[i], identity))
+        outs.append(stream.advance(Done(item, features[i], matches)))
+    assert [o.restarted for o in outs] == [False, False, True, False]
+    jump = outs[2]
+    assert jump.previous is outs[1].frame and jump.matches is None  # an empty Matches
+    assert not jump.size_changed and jump.origin.tolist() == [-1] * 120
+    assert jump.frame.track_ages.tolist() == [1] * 120
+    assert jump.frame.track_ids.min() == 120  # new, never a reused id
+    assert stream.counts()['tracks_from_engine'] == 0
+    np.testing.assert_array_equal(outs[3].frame.track_ids, jump.frame.track_ids)
+    assert outs[3].frame.track_ages.tolist() == [2] * 120  # matching resumes
+    assert stream.track_state()[3] is outs[3].frame and stream.next_track_id == 240
 
 
 def _engine_tracks(stream, features, matches):
@@ -179,7 +239,9 @@ class Clock:
 
 def test_reporter_logs_each_new_reason_at_once_and_throttles_repeats(caplog):
     clock = Clock()
-    report = Reporter(logging.getLogger('test_core_stream'), clock)
+    logger = logging.getLogger('test_core_stream')
+    logger.propagate = True  # caplog listens at the root; launch makes loggers without it
+    report = Reporter(logger, clock)
     with caplog.at_level(logging.WARNING, logger='test_core_stream'):
         for name in ('32FC1', 'bayer_rggb8', '32FC1'):
             exc = UnsupportedEncodingError(name, ('mono8',))

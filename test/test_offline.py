@@ -144,7 +144,7 @@ def test_offline_rejects_and_size_change(tmp_path, images, weights_npz):
         pixels = np.frombuffer(image.data, np.uint8).reshape(480, 640, 3)
         small.append(image_msg(cv2.resize(pixels, (320, 240)), 'rgb8', image.header.stamp,
                                'tum_rgb'))
-    sequence = [images[0], tiny, *small, images[0]]  # recorded last: a repeated stamp
+    sequence = [images[0], tiny, *small, images[3]]  # recorded last: a repeated stamp
     times = [stamp_ns(msg.header.stamp) for msg in sequence[:-1]]
     source = write_image_bag(tmp_path / 'in', sequence, 'mcap', times + [times[-1] + 1])
     engine = CpuEngine(create_backbone('onnxruntime', str(weights_npz)))
@@ -156,6 +156,36 @@ def test_offline_rejects_and_size_change(tmp_path, images, weights_npz):
     assert '3 frames' in summary(counts) and '2 rejected' in summary(counts)
     matches = [msg for _, msg in read_bag(tmp_path / 'out')['/camera/matches']]
     assert len(matches[0].current_indices) == 0 and len(matches[1].current_indices) > 50
+
+
+def test_offline_restarts_tracks_where_stamps_jump_back(tmp_path, images, weights_npz):
+    """A bag of two recordings, the second an earlier one: it starts new tracks."""
+    from xfeat_ros.backbone import create_backbone
+    from xfeat_ros.engine import CpuEngine
+    from xfeat_ros.tools.offline import process_bag, summary
+    earlier = []
+    for image in images[:2]:  # recorded 1000 s before the first three
+        stamp = stamp_ns(image.header.stamp) - 1000 * 1_000_000_000
+        earlier.append(image_msg(np.frombuffer(image.data, np.uint8).reshape(480, 640, 3),
+                                 'rgb8', stamp_msg(stamp), 'tum_rgb'))
+    sequence = images[:3] + earlier
+    times = [stamp_ns(images[0].header.stamp) + i * 100_000_000 for i in range(5)]
+    source = write_image_bag(tmp_path / 'in', sequence, 'mcap', times)
+    engine = CpuEngine(create_backbone('onnxruntime', str(weights_npz)))
+    counts = process_bag(engine, source, tmp_path / 'out', storage='sqlite3')
+    assert counts['frames'] == 5 and counts['matches'] == 4 and counts['rejected'] == 0
+    assert counts['stamp_jumps_back'] == 1 and '1 stamp jumps back' in summary(counts)
+    out = read_bag(tmp_path / 'out')  # written at each image's stamp: in stamp order
+    stamps = [stamp_ns(msg.header.stamp) for msg in sequence]
+    matches = {stamp_ns(msg.header.stamp): msg for _, msg in out['/camera/matches']}
+    keypoints = {stamp_ns(msg.header.stamp): msg for _, msg in out['/camera/keypoints']}
+    jump = matches[stamps[3]]
+    assert len(jump.current_indices) == 0  # matched to nothing
+    assert jump.previous_stamp == images[2].header.stamp
+    assert all(len(matches[stamps[i]].current_indices) > 50 for i in (1, 2, 4))
+    ids = [np.frombuffer(keypoints[stamp].track_ids, np.uint64) for stamp in stamps]
+    assert ids[3].min() > max(i.max() for i in ids[:3])  # new tracks, no id reused
+    assert np.frombuffer(keypoints[stamps[3]].track_ages, np.uint32).max() == 1
 
 
 def test_offline_descriptor_encoding(tmp_path, images, weights_npz, cpu_pipeline):

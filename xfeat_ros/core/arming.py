@@ -12,9 +12,10 @@ into that slot with its match chained, which opens the gate instead of
 launching the chain. The image thread does that itself, in the scheduler's
 ``put``, when nothing else waits or runs, so that the device starts while the
 device thread wakes for the frame (which then only collects it). Anything
-else (another camera, a new size, new settings) releases the slot, and the
-engine cancels the chain on its next call. Calls on the engine hold one lock,
-so arming never overlaps a group.
+else (another camera, a new size, new settings, a stamp that jumped back: the
+chain would match it to the old timeline's frame and continue its tracks)
+releases the slot, and the engine cancels the chain on its next call. Calls
+on the engine hold one lock, so arming never overlaps a group.
 
 :class:`ArmedFrames` holds this part of :class:`xfeat_ros.core.scheduler.Scheduler`
 (its base class): the methods read and write the scheduler's queues, lock and
@@ -24,6 +25,21 @@ slots as the scheduler's own do.
 from dataclasses import dataclass
 import time
 import traceback
+
+
+@dataclass(frozen=True)
+class Armed:
+    """The next frame armed on the engine: its camera, reserved slot, size and timeline."""
+
+    camera: str
+    slot: object
+    shape: tuple
+    timeline: int  # of the frame it matches against: a frame of another one does not fit
+
+    def fits(self, item):
+        """Tell whether the :class:`Pending` ``item`` is the frame this chain was armed for."""
+        return (item.camera, item.shape, item.timeline) == (self.camera, self.shape,
+                                                            self.timeline)
 
 
 @dataclass(eq=False)
@@ -71,7 +87,7 @@ class ArmedFrames:
                                   f'ordinary path):\n{traceback.format_exc()}', key='arm',
                                   period_s=5.0)
             if armed:
-                self._armed = (camera, slot, entry.shape)
+                self._armed = Armed(camera, slot, entry.shape, entry.timeline)
                 self.streams[camera].count('next_frame_armed')
             else:
                 self._release(slot)
@@ -85,16 +101,16 @@ class ArmedFrames:
         """Forget the armed frame (its slot back to the pool); the engine cancels its chain."""
         armed, self._armed = self._armed, None
         if armed is not None:
-            self.streams[armed[0]].count('armed_frame_unused')
+            self.streams[armed.camera].count('armed_frame_unused')
             disarm = getattr(self.engine, 'disarm', None)
             if disarm is not None:
                 disarm()
-            self._release(armed[1])
+            self._release(armed.slot)
 
     def _may_fire(self, item):
         """Tell (under the condition) whether ``item`` may fire the armed chain at once."""
         armed = self._armed
-        return (armed is not None and armed[0] == item.camera and armed[2] == item.shape
+        return (armed is not None and armed.fits(item)
                 and self._in_flight == 0 and self._fired is None and not self._pending
                 and not any(self._queues.values()))
 
@@ -103,7 +119,7 @@ class ArmedFrames:
         Submit ``item`` through its armed chain on the calling (image) thread.
 
         The chain then runs on the device while the device thread wakes up
-        for it (bench/NOTES.md, sixteenth session), instead of after. Returns
+        for it (docs/design-notes.md), instead of after. Returns
         False, changing nothing, when the engine is busy or the chain gone:
         the frame is then queued as usual.
         """
@@ -111,7 +127,7 @@ class ArmedFrames:
             return False
         try:
             armed = self._armed
-            if armed is None or armed[::2] != (item.camera, item.shape):
+            if armed is None or not armed.fits(item):
                 return False
             item.marks['queue'] = time.monotonic()
             last = dict(self._last)

@@ -8,7 +8,9 @@ scheduler's output thread, or in ``xfeat_offline``'s loop): it continues the
 camera's tracks, then hands the sink the Keypoints/Matches content, the
 keypoint cloud, the VINS feature columns, the debug picture and stereo
 matches, as configured by :class:`OutputConfig`. The sink (the node's
-publishers, a bag writer) turns them into messages.
+publishers, a bag writer) turns them into messages. The first frame of a
+camera's new timeline (its stamps jumped back: :mod:`xfeat_ros.core.stream`)
+is logged as a warning, at most once per :data:`STAMP_JUMP_LOG_PERIOD_S` per camera.
 """
 
 from collections import deque
@@ -17,9 +19,12 @@ import time
 from typing import Protocol
 
 from xfeat_ros.core.stereo import parse_stereo_pairs, verify_stereo
+from xfeat_ros.core.stream import stamp_ns
 from xfeat_ros.core.vins import model_mismatch, vins_columns, vins_part
 from xfeat_ros.debug_image import render_debug_image
 from xfeat_ros.image_codec import decode_image_msg
+
+STAMP_JUMP_LOG_PERIOD_S = 1.0  # a camera's stamp jumps back: one warning at most this often
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ class FrontEnd:
         done.item.marks['keypoints'] = time.monotonic()
         self.sink.publish_matches(out)
         done.item.marks['publish'] = time.monotonic()
+        if out.restarted:
+            self._log_restart(stream, out)
         if out.size_changed:
             stream.count('matches_empty_size_change')
             self.report.warning(
@@ -133,6 +140,16 @@ class FrontEnd:
             self._stereo(done.stereo)
         stream.published(done.item, time.monotonic())
         done.item.msg = None  # the image bytes: a stereo window keeps only the frame
+
+    def _log_restart(self, stream, out):
+        """Warn that ``stream``'s stamps jumped back: tracks restart with this frame."""
+        self.report.warning(
+            f'{self.sink.topic_name(stream.name, "image")}: image stamp jumped back from '
+            f'{stamp_ns(out.previous.stamp)} ns to {stamp_ns(out.frame.stamp)} ns (a replayed '
+            'or looping bag, a camera on another clock): the stream restarts, every track ends '
+            'and this frame starts new ones, published with empty matches '
+            f'(stamp_jumps_back: {stream.counts()["stamp_jumps_back"]})',
+            key=(stream.name, 'stamp_jump'), period_s=STAMP_JUMP_LOG_PERIOD_S)
 
     def flush(self):
         """Send the VINS messages of left frames still waiting for a right partner."""

@@ -23,6 +23,11 @@ so a frame's latency stays bounded by about two engine periods.
 Arming (``arm_next_frame``): a single camera's next frame enqueued on the engine
 before it comes, fired by the image thread itself (:mod:`xfeat_ros.core.arming`).
 
+Stamps that jump back: a frame of a camera's new timeline (:attr:`Pending.timeline`)
+is planned with no previous frame (matched to nothing) and never fires an armed
+chain, which would match it to the old timeline's frame on the device and continue
+its track ids there.
+
 Engine failures: only the engine's device errors
 (:func:`xfeat_ros.engine.device_errors`) move a GPU engine to the CPU engine
 (``fallback_to_cpu``), which reprocesses the group; without a fallback the
@@ -73,6 +78,7 @@ class _Last:
     features: object
     shape: tuple
     like: object = None  # its image's :class:`ImageLayout`: what an armed next frame has
+    timeline: int = 0    # its Pending's: a frame of another timeline is not matched to it
 
 
 class Scheduler(ArmedFrames):
@@ -112,7 +118,7 @@ class Scheduler(ArmedFrames):
         self._pool = []        # free slots of the current generation
         self._generation = 0   # bumped when settings or the engine change
         self._last = {}        # camera -> _Last
-        self._armed = None     # (camera, slot, shape) of the frame armed on the engine
+        self._armed = None     # the Armed next frame on the engine, or None
         self._claimed = {}     # id(item) -> the armed slot its frame goes into
         self._fired = None     # a Fired frame submitted by put(), for the device thread
         self._engine_lock = threading.Lock()  # one caller of the engine at a time
@@ -360,11 +366,11 @@ class Scheduler(ArmedFrames):
         """Submit ``group`` (a fitting frame fires the armed chain); [(item, entry, previous)]."""
         engine = self.engine
         armed, self._armed = self._armed, None
-        if armed is not None and [(i.camera, i.shape) for i in group] == [armed[::2]]:
-            self._claimed[id(group[0])] = armed[1]
+        if armed is not None and len(group) == 1 and armed.fits(group[0]):
+            self._claimed[id(group[0])] = armed.slot
         elif armed is not None:
-            self._release(armed[1])  # the engine cancels the chain at its next call
-            self.streams[armed[0]].count('armed_frame_unused')
+            self._release(armed.slot)  # the engine cancels the chain at its next call
+            self.streams[armed.camera].count('armed_frame_unused')
         try:
             taken = self._submit_group(group, last) if group_submit(engine) else None
             if taken is None:
@@ -397,13 +403,18 @@ class Scheduler(ArmedFrames):
         return done
 
     def _plan(self, item, last):
-        """Slot and comparable previous frame of ``item``; record it as its camera's newest."""
+        """
+        Slot and comparable previous frame of ``item``; record it as its camera's newest.
+
+        Comparable: the same image size and the same timeline (no stamp jump back between).
+        """
         previous = last.get(item.camera)
-        if previous is not None and previous.shape != item.shape:
+        if previous is not None and (previous.shape != item.shape
+                                     or previous.timeline != item.timeline):
             previous = None
         slot = self._claimed.pop(id(item), None)
         entry = _Last(self._slot() if slot is None else slot, None, item.shape,
-                      ImageLayout.of(item.msg))
+                      ImageLayout.of(item.msg), item.timeline)
         last[item.camera] = entry
         return entry, previous
 
@@ -479,7 +490,7 @@ class Scheduler(ArmedFrames):
         self._generation += 1
         self._pool.clear()
         # Host features stay valid; the failed engine's slots do not.
-        self._last = {camera: _Last(None, entry.features, entry.shape)
+        self._last = {camera: _Last(None, entry.features, entry.shape, timeline=entry.timeline)
                       for camera, entry in self._last.items()}
 
     def _match_pair(self, left, right):
@@ -496,5 +507,5 @@ class Scheduler(ArmedFrames):
 
 
 def _null_logger():
-    import logging
-    return logging.getLogger('xfeat_ros.core')
+    from xfeat_ros.logs import package_logger
+    return package_logger('xfeat_ros.core')

@@ -68,6 +68,9 @@ class StereoPairing:
     (then :attr:`Done.stereo` of the later one holds the match), or waits in
     its side's window of the last :data:`STEREO_WINDOW` frames; one that
     leaves the window unpaired is counted ``stereo_unpaired`` on its camera.
+    A frame of a camera's new timeline (its stamps jumped back) first empties
+    that camera's window: its frames of the old timeline, whose stamps may
+    come again (a looping bag), never pair with the other camera's new ones.
     """
 
     def __init__(self, pairs, tolerance_s, count):
@@ -76,6 +79,7 @@ class StereoPairing:
         self.count = count
         self.side = {}    # camera -> (pair, is_left)
         self.recent = {}  # camera -> deque of [stamp_ns, Done or None once paired]
+        self.timeline = {}  # camera -> the timeline of its frames in ``recent``
         for left, right in pairs:
             self.side[left] = ((left, right), True)
             self.side[right] = ((left, right), False)
@@ -92,6 +96,10 @@ class StereoPairing:
             return None
         (left, right), is_left = self.side[camera]
         other = right if is_left else left
+        timeline = done.item.timeline
+        if self.timeline.setdefault(camera, timeline) != timeline:
+            self.restart(camera)
+            self.timeline[camera] = timeline
         stamp = stamp_ns(done.item.msg.header.stamp)
         waiting = self.recent[other]
         index = pair_partner(waiting, stamp, self.tolerance_ns)
@@ -106,6 +114,14 @@ class StereoPairing:
         pair = (done, partner) if is_left else (partner, done)
         done.stereo = StereoMatch(*pair, match(*pair))
         return done.stereo
+
+    def restart(self, camera):
+        """Drop ``camera``'s waiting frames (its stream restarted); count the unpaired ones."""
+        waiting = self.recent[camera]
+        for _, frame in waiting:
+            if frame is not None:
+                self.count(camera, 'stereo_unpaired')
+        waiting.clear()
 
 
 def verify_stereo(left, right, result, models, threshold_px):

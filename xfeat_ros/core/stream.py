@@ -8,6 +8,15 @@ takes it (header checks, stamp order), a :class:`Done` once the engine has
 its features and matches, and a :class:`Frame` (with track ids) when
 :meth:`CameraStream.advance` continues the camera's tracks. Counters are
 thread-safe: receipt, scheduling and outputs may run on different threads.
+
+Stamp order: a stamp must be later than the camera's previous one. A repeated
+stamp, or one earlier by at most :data:`STAMP_JUMP_TOLERANCE_S`, is rejected
+(:class:`xfeat_ros.errors.StampOrderError`); a stamp earlier by more than that
+(a bag replayed or looping, a camera restarted on another clock, sim time
+reset) restarts the camera's stream: the image is accepted on a new
+*timeline* (:attr:`Pending.timeline`), counted ``stamp_jumps_back``, and no
+frame of a new timeline is matched to, continues tracks from, or is stereo
+paired with the camera's frames of an older one.
 """
 
 from collections import Counter, deque
@@ -38,6 +47,10 @@ STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'track
 # reader, and the node's take (its image thread waking, the copy out of the middleware).
 TRANSPORT_PARTS = ('transport_camera', 'transport_dds', 'transport_take')
 TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
+# A stamp earlier than the camera's previous one by more than this restarts the camera's
+# stream (a replayed or looping bag, another clock); up to it, it is rejected as out of order.
+STAMP_JUMP_TOLERANCE_S = 0.1
+STAMP_JUMP_TOLERANCE_NS = int(round(STAMP_JUMP_TOLERANCE_S * 1e9))
 
 
 def stamp_ns(stamp):
@@ -50,14 +63,18 @@ def check_image(msg, last_stamp_ns):
     Raise the :class:`xfeat_ros.errors.ImageError` for an image rejected on receipt.
 
     Checks the header against the data, the 32 px minimum, and that a non-zero
-    stamp is later than ``last_stamp_ns``. Returns the stamp in nanoseconds.
+    stamp is later than ``last_stamp_ns`` or earlier by more than
+    :data:`STAMP_JUMP_TOLERANCE_S` (a jump back: the caller restarts the
+    camera's stream). Returns the stamp in nanoseconds.
     """
     validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
     model_size(msg.height, msg.width)
     stamp = stamp_ns(msg.header.stamp)
-    if stamp and stamp <= last_stamp_ns:
+    if stamp and last_stamp_ns - STAMP_JUMP_TOLERANCE_NS <= stamp <= last_stamp_ns:
         raise StampOrderError(f'stamp {stamp} ns is not later than the previous image stamp '
-                              f'{last_stamp_ns} ns (repeated or out of order)')
+                              f'{last_stamp_ns} ns (repeated, or out of order by at most '
+                              f'{STAMP_JUMP_TOLERANCE_S} s; a jump back beyond that restarts '
+                              'the stream)')
     return stamp
 
 
@@ -83,7 +100,9 @@ class Pending:
     An accepted image waiting for the engine: camera name, message, receipt time (s).
 
     ``msg`` is dropped (None) once the frame's outputs are sent; ``frame``
-    keeps its header.
+    keeps its header. ``timeline`` counts the camera's stamp jumps back before
+    it: a frame is matched to and continues the tracks of earlier frames of
+    its own timeline only; ``restart`` marks the image whose stamp jumped back.
     """
 
     camera: str
@@ -93,6 +112,8 @@ class Pending:
     transport_ms: float = None  # receipt wall time - image stamp (None: no stamp)
     transport_parts: tuple = None  # ms of TRANSPORT_PARTS (None: no stamp or DDS timestamps)
     marks: dict = field(default_factory=dict)  # stage -> monotonic s at its end
+    timeline: int = 0      # the camera's stamp jumps back before this image
+    restart: bool = False  # this image's stamp jumped back: it starts its timeline
 
     @property
     def shape(self):
@@ -118,7 +139,7 @@ class Done:
 
 @dataclass(eq=False)
 class Frame:
-    """A finished frame of a camera: image header, host features, size, tracks."""
+    """A finished frame of a camera: image header, host features, size, tracks, timeline."""
 
     header: object             # the image's std_msgs/Header
     features: object
@@ -126,6 +147,7 @@ class Frame:
     track_ids: object = None   # uint64 [N]
     track_ages: object = None  # uint32 [N]
     vins: object = None        # its VinsPart (VINS features on), or None
+    timeline: int = 0          # its Pending's timeline
 
     @property
     def stamp(self):
@@ -140,10 +162,11 @@ class FrameOutput:
 
     ``previous`` the camera's previous Frame (None for its first frame): a
     Matches message goes out whenever it is set, empty when ``matches`` is
-    None (the image size changed). ``origin`` int64 [N]: per keypoint, the
-    index in ``previous`` its track continues, -1 for a new track (made on
-    first use where the engine continued the tracks: only the debug picture
-    and VINS read it).
+    None (the image size changed, or the stamp jumped back: ``restarted``,
+    ``previous`` then of the old timeline, every track new). ``origin`` int64
+    [N]: per keypoint, the index in ``previous`` its track continues, -1 for a
+    new track (made on first use where the engine continued the tracks: only
+    the debug picture and VINS read it).
     """
 
     camera: str
@@ -153,6 +176,7 @@ class FrameOutput:
     known_origin: object  # origin, or None: made from the matches' verified mask when asked
     msg: object        # the image message
     received: float    # receipt time (monotonic s)
+    restarted: bool = False  # first published frame of a new timeline (stamps jumped back)
 
     @property
     def origin(self):
@@ -181,6 +205,7 @@ class CameraStream:
         self._lock = threading.Lock()
         self._counts = Counter()
         self.last_stamp_ns = 0      # newest accepted non-zero stamp (receipt side)
+        self.timeline = 0           # stamp jumps back so far (receipt side)
         self.previous = None        # the last finished Frame (output side)
         self.next_track_id = 0
         self._camera_model = None
@@ -226,7 +251,7 @@ class CameraStream:
     def stage_medians(self):
         """Return ``{stage: median ms}`` over the last published frames (see STAGES)."""
         # Copies under the lock (the output thread's published() waits for it), then one sort
-        # each: np.median's per-call cost made this ~0.5 ms a camera (bench/NOTES.md).
+        # each: np.median's per-call cost made this ~0.5 ms a camera (docs/design-notes.md).
         with self._lock:
             windows = [(stage, list(values)) for stage, values in self.stage_ms.items() if values]
         return {stage: float(median(values)) for stage, values in windows}
@@ -252,7 +277,9 @@ class CameraStream:
         subscription's message info, splits the transport stage (see
         :func:`transport_parts`). Counts
         ``received``, then ``accepted`` or ``rejected`` and ``rejected_<Error>``;
-        re-raises the :class:`xfeat_ros.errors.ImageError`.
+        re-raises the :class:`xfeat_ros.errors.ImageError`. A stamp that jumps
+        back beyond :data:`STAMP_JUMP_TOLERANCE_S` starts a new timeline
+        (``restart`` set) and is counted ``stamp_jumps_back``.
         """
         self.count('received')
         try:
@@ -262,6 +289,10 @@ class CameraStream:
         except ImageError as exc:
             self.reject(exc)
             raise
+        restart = 0 < stamp < self.last_stamp_ns  # past check_image: beyond the tolerance
+        if restart:
+            self.timeline += 1
+            self.count('stamp_jumps_back')
         if stamp:
             self.last_stamp_ns = stamp
         self.count('accepted')
@@ -270,7 +301,8 @@ class CameraStream:
         if transport is not None and not 0.0 <= transport <= TRANSPORT_MAX_MS:
             transport = None  # sim time, a replayed bag: not this machine's clock
         parts = transport_parts(stamp, info, now) if transport is not None else None
-        return Pending(self.name, msg, received, transport_ms=transport, transport_parts=parts)
+        return Pending(self.name, msg, received, transport_ms=transport, transport_parts=parts,
+                       timeline=self.timeline, restart=restart)
 
     def reject(self, exc, late=False):
         """Count a rejected image (``late``: by the engine, after it was accepted)."""
@@ -301,21 +333,29 @@ class CameraStream:
         Continue the camera's tracks with a frame back from the engine.
 
         Returns its :class:`FrameOutput`; the new Frame becomes ``previous``.
+        The first frame of a new timeline (the stamps jumped back) ends every
+        track: it is matched to nothing and its keypoints take new ids (ids are
+        never reused).
         """
         item = done.item
         previous = self.previous
         matches = done.matches
-        continued = continued_tracks(matches, previous, self.next_track_id)
+        restarted = previous is not None and previous.timeline != item.timeline
+        if restarted:
+            matches = None
+        base = None if restarted else previous  # the frame whose tracks this one continues
+        continued = continued_tracks(matches, base, self.next_track_id)
         if continued is not None:   # the engine's (an armed GPU frame), origin when asked
             ids, ages, self.next_track_id = continued
             origin = None
             self.count('tracks_from_engine')
         else:
             ids, ages, self.next_track_id, origin = next_tracks(
-                done.features, self.next_track_id, previous, matches,
+                done.features, self.next_track_id, base, matches,
                 verified=None if matches is None else matches.verified)
-        frame = Frame(item.msg.header, done.features, item.shape, ids, ages)
+        frame = Frame(item.msg.header, done.features, item.shape, ids, ages,
+                      timeline=item.timeline)
         item.frame = frame
         self.previous = frame
-        return FrameOutput(self.name, frame, previous, done.matches, origin, item.msg,
-                           item.received)
+        return FrameOutput(self.name, frame, previous, matches, origin, item.msg, item.received,
+                           restarted)

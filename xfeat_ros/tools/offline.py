@@ -15,9 +15,11 @@ node's outputs into a new bag, each at its source image's stamp:
 dropped (frames go to the engine in groups of ``--max-frames-in-flight``).
 
 The node's rules hold: a bad image (unknown encoding, header/data mismatch,
-under 32 px, a stamp not later than the previous image's) is rejected and
-counted by reason; every accepted image after the first gives a Matches
-against the previous accepted one, empty when the image size changed.
+under 32 px, a stamp repeated or slightly earlier than the previous image's)
+is rejected and counted by reason; a stamp that jumps further back (a bag of
+concatenated recordings) restarts the camera's tracks; every accepted image
+after the first gives a Matches against the previous accepted one, empty when
+the image size changed or the stamp jumped back.
 """
 
 import argparse
@@ -38,10 +40,11 @@ from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
 from xfeat_ros.descriptor_format import ENCODINGS
 from xfeat_ros.engine import add_engine_args, create_engine, engine_config, expect_groups
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types,
                                  typestore, writer)
 
-LOG = logging.getLogger('xfeat_offline')
+LOG = package_logger('xfeat_offline')
 TYPES = {'keypoints': 'xfeat_ros_msgs/msg/Keypoints', 'matches': 'xfeat_ros_msgs/msg/Matches',
          'stereo_matches': 'xfeat_ros_msgs/msg/Matches',
          'keypoint_cloud': 'sensor_msgs/msg/PointCloud2', 'feature': 'sensor_msgs/msg/PointCloud'}
@@ -233,7 +236,8 @@ def summary(counts):
     rejected = ', '.join(f'{k[len("rejected_"):]}: {v}' for k, v in sorted(counts.items())
                          if k.startswith('rejected_') and k != 'rejected_late')
     extra = ', '.join(f'{counts[k]} {k.replace("_", " ")}' for k in
-                      ('stereo_matches_published', 'feature_skipped_no_camera_info')
+                      ('stereo_matches_published', 'feature_skipped_no_camera_info',
+                       'stamp_jumps_back')
                       if counts[k])
     return (f'{counts["topic"]}: {counts["frames"]} frames, '
             f'{counts["keypoints"]} keypoints, {counts["matches"]} matches messages '
