@@ -10,11 +10,18 @@ Usage::
         remappings:='left/image:=/stereo/left/image_raw right/image:=/stereo/right/image_raw'
     ros2 launch xfeat_ros xfeat.launch.py params_file:=my.yaml weights:=/data/xfeat.pt
     ros2 launch xfeat_ros xfeat.launch.py cameras:=c0,c1,c2,c3 node_processes:=2
+    ros2 launch xfeat_ros xfeat.launch.py use_sim_time:=true log_level:=debug   # a bag
 
 Arguments (``ros2 launch xfeat_ros xfeat.launch.py --show-args``): ``image``,
 ``cameras``, ``remappings``, ``namespace``, ``params_file``, ``backend``,
-``weights``, ``dds_profile`` and ``node_processes``. Outputs (``keypoints``, ``matches``, ...) are
+``weights``, ``dds_profile``, ``node_processes``, ``use_sim_time`` and
+``log_level``. Outputs (``keypoints``, ``matches``, ``debug_image``, ...) are
 relative names: they land in the node's namespace, whatever the input topic.
+
+``use_sim_time`` sets the node parameter of that name (``true``: the node's
+clock follows ``/clock``, as for ``ros2 bag play --clock``; empty, the default:
+the params file's value, else false). ``log_level`` reaches each node as
+``--ros-args --log-level`` (a level, or ``LOGGER:=LEVEL``).
 
 ``dds_profile`` gives the node the shipped Fast DDS profile
 (config/fastdds_shm.xml: large messages through shared memory) through
@@ -29,7 +36,8 @@ machine; 8 cameras at 120 Hz need 4 (docs/performance.md). Topics do not
 change. A stereo pair must stay in one node, so ``stereo_pairs`` needs 1.
 Several processes share the GPU well only with the CUDA MPS daemon running
 (``nvidia-cuda-mps-control -d``; without it their contexts take turns): the
-launch says so when it sees none (:func:`mps_running`).
+launch says so when the nodes will use a GPU engine (:func:`uses_gpu`) and it
+sees no daemon (:func:`mps_running`); without a GPU it says nothing of MPS.
 
 The decisions live in :func:`node_settings` (plain Python, tested without
 launch); launch itself is imported only when a launch description is built.
@@ -39,6 +47,7 @@ import os
 import re
 
 from xfeat_ros import dds
+from xfeat_ros.engine import CPU_BACKEND, GPU_BACKENDS
 
 NODE_NAME = 'xfeat'
 ARGUMENTS = (
@@ -68,7 +77,15 @@ ARGUMENTS = (
      f'Fast DDS profile of the node: "{dds.SHIPPED}" ({dds.PROFILE_NAME}: shared memory '
      f'for large images and Keypoints), a path, or "" to leave the environment alone; an '
      f'exported {dds.PROFILE_ENV} always wins'),
+    ('use_sim_time', '',
+     'true: the node takes its time from /clock (a bag played with --clock); false: the '
+     'system clock; empty: use_sim_time of params_file, else false. Sets the node '
+     'parameter use_sim_time'),
+    ('log_level', 'info',
+     'log level of the node: debug, info, warn, error or fatal, or LOGGER:=LEVEL for one '
+     'logger (passed as --ros-args --log-level)'),
 )
+LOG_LEVELS = ('debug', 'info', 'warn', 'warning', 'error', 'fatal', 'unset')
 
 
 def parse_remappings(text):
@@ -123,10 +140,67 @@ def node_count(text):
     return count
 
 
+def sim_time(text):
+    """Return the ``use_sim_time`` argument as a bool, None when empty; ValueError otherwise."""
+    value = str(text).strip().lower()
+    if not value:
+        return None
+    if value not in ('true', 'false'):
+        raise ValueError(f'use_sim_time: {text!r} is not true or false')
+    return value == 'true'
+
+
+def log_level_arguments(text):
+    """Return the ROS arguments of the ``log_level`` argument (``--log-level``); ValueError."""
+    value = str(text).strip()
+    if not value:
+        return []
+    level = value.rpartition(':=')[2]
+    if level.strip().lower() not in LOG_LEVELS or value.startswith(':='):
+        raise ValueError(f'log_level: {text!r} is not one of {", ".join(LOG_LEVELS[:6])} '
+                         '(or LOGGER:=LEVEL)')
+    return ['--log-level', value]
+
+
+def uses_gpu(backend, gpu_present):
+    """
+    Tell whether nodes of ``backend`` run a GPU engine.
+
+    ``gpu_present``: a callable telling whether this machine has a GPU (asked
+    only for ``auto``, which runs the CPU engine where it has none).
+    """
+    backend = backend or 'auto'
+    if backend == CPU_BACKEND:
+        return False
+    return backend in GPU_BACKENDS or bool(gpu_present())
+
+
 def mps_running(env, exists=os.path.exists):
     """Tell whether a CUDA MPS control daemon listens (its pipe directory holds ``control``)."""
     pipe_dir = env.get('CUDA_MPS_PIPE_DIRECTORY') or '/tmp/nvidia-mps'
     return exists(os.path.join(pipe_dir, 'control'))
+
+
+def mps_notes(count, backend, env, gpu_present=None):
+    """
+    Return the note for ``count`` node processes of ``backend`` sharing a GPU without MPS.
+
+    Nothing for one process, for the CPU engine (``onnxruntime``, or ``auto``
+    where this machine has no GPU) and where the MPS daemon runs.
+    ``gpu_present`` as :func:`uses_gpu` (default
+    :func:`xfeat_ros.tools.plumbing.gpu_present`: nvidia-smi lists a GPU).
+    """
+    if count < 2:
+        return []
+    if gpu_present is None:
+        from xfeat_ros.tools import plumbing
+        gpu_present = plumbing.gpu_present
+    if not uses_gpu(backend, gpu_present) or mps_running(env):
+        return []
+    return [f'{count} node processes share the GPU by taking turns: with the CUDA MPS daemon '
+            '(nvidia-cuda-mps-control -d, started before the launch) their work overlaps; on '
+            'the H200 machine 8 x 120 Hz over 4 processes: p99 18-20 -> 10.5-12 ms '
+            '(docs/performance.md)']
 
 
 def split_nodes(count, cameras, params_file, file_values, overrides):
@@ -154,7 +228,7 @@ def split_nodes(count, cameras, params_file, file_values, overrides):
             for k in range(count)]
 
 
-def node_settings(args, env, default_params):
+def node_settings(args, env, default_params, gpu_present=None):
     """
     Decide the node's parameters, remappings and environment from the launch arguments.
 
@@ -163,9 +237,11 @@ def node_settings(args, env, default_params):
     config/xfeat.yaml. Returns a dict with ``parameters`` (list for the Node
     action), ``remappings`` (list of pairs), ``env`` (variables to add),
     ``warnings`` (lines to log: arguments that have no effect), ``notes`` (lines
-    to log as information: several node processes without CUDA MPS) and ``nodes``
+    to log as information: several node processes on a GPU without CUDA MPS),
+    ``ros_arguments`` (for each node: the log level) and ``nodes``
     (``[(name, parameters)]``, one per node process, see :func:`split_nodes`).
-    Raises ValueError (bad remappings or node_processes) or
+    ``gpu_present``: as :func:`mps_notes`.
+    Raises ValueError (bad remappings, node_processes, use_sim_time or log_level) or
     :class:`xfeat_ros.errors.ParameterError` (a dds_profile path that is not a file).
     """
     params_file = args.get('params_file') or default_params
@@ -177,6 +253,10 @@ def node_settings(args, env, default_params):
     cameras_arg = [c.strip() for c in args.get('cameras', '').split(',') if c.strip()]
     if cameras_arg:
         overrides['cameras'] = cameras_arg
+    use_sim_time = sim_time(args.get('use_sim_time', ''))
+    if use_sim_time is not None:
+        overrides['use_sim_time'] = use_sim_time
+    ros_arguments = log_level_arguments(args.get('log_level', ''))
     if overrides:
         parameters.append(overrides)
     warnings = []
@@ -208,14 +288,11 @@ def node_settings(args, env, default_params):
     if len(nodes) < count:
         warnings.append(f'node_processes:={count} has more processes than cameras: '
                         f'{len(nodes)} nodes, one camera each')
-    notes = []
-    if len(nodes) > 1 and not mps_running(env):
-        notes.append(f'{len(nodes)} node processes share the GPU by taking turns: with the CUDA '
-                     'MPS daemon (nvidia-cuda-mps-control -d, started before the launch) their '
-                     'work overlaps; on the H200 machine 8 x 120 Hz over 4 processes: p99 '
-                     '18-20 -> 10.5-12 ms (docs/performance.md)')
+    backend = overrides.get('backend') or (file_values or {}).get('backend')
+    notes = mps_notes(len(nodes), backend, env, gpu_present)
     return {'parameters': parameters, 'remappings': rules, 'env': extra_env,
-            'warnings': warnings, 'notes': notes, 'profile': decision, 'nodes': nodes}
+            'warnings': warnings, 'notes': notes, 'profile': decision,
+            'ros_arguments': ros_arguments, 'nodes': nodes}
 
 
 def _node(context):
@@ -237,6 +314,7 @@ def _node(context):
         namespace=values['namespace'],
         parameters=parameters,
         remappings=settings['remappings'],
+        ros_arguments=settings['ros_arguments'],
         additional_env=settings['env'],
         output='screen',
         emulate_tty=True,

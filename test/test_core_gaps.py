@@ -41,3 +41,7 @@ def test_no_info_or_no_number_is_not_counted():
 def test_hints_follow_the_subscription_reliability():
     assert 'input_qos_reliability' in lost_hint('best_effort')
     assert 'input_qos_depth' in lost_hint('reliable')
+    # The DDS fix (the node's: the shipped profile for the camera driver) comes first.
+    hint = lost_hint('best_effort', 'load the profile')
+    assert hint.startswith('load the profile; or, ') and 'input_qos_reliability' in hint
+    assert lost_hint('reliable', 'load the profile') == lost_hint('reliable')

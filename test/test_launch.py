@@ -33,11 +33,12 @@ def load_launch_module():
 launch_file = load_launch_module()
 
 
-def settings(env=None, **args):
+def settings(env=None, gpu=True, **args):
     """node_settings of ``args`` over the declared defaults, without a profile exported."""
     values = {name: default for name, default, _ in launch_file.ARGUMENTS}
     values.update(args)
-    return launch_file.node_settings(values, {} if env is None else env, DEFAULT_PARAMS)
+    return launch_file.node_settings(values, {} if env is None else env, DEFAULT_PARAMS,
+                                     gpu_present=lambda: gpu)
 
 
 def params_file(tmp_path, text):
@@ -53,6 +54,49 @@ def test_defaults():
     assert result['remappings'] == []
     assert result['env'] == {dds.PROFILE_ENV: str(dds.shipped_profile())}
     assert result['warnings'] == []
+    assert result['ros_arguments'] == ['--log-level', 'info']
+
+
+def test_sim_time_and_log_level_are_declared():
+    names = [name for name, _, _ in launch_file.ARGUMENTS]
+    assert 'use_sim_time' in names and 'log_level' in names
+    pytest.importorskip('launch.logging', reason='launch is not installed (ships with ROS 2)')
+    description = launch_file.generate_launch_description()
+    declared = {argument.name: argument for argument in description.get_launch_arguments()}
+    assert declared['log_level'].default_value[0].text == 'info'
+    assert 'use_sim_time' in declared
+
+
+@pytest.mark.parametrize('text,value', [('true', True), ('True', True), ('false', False),
+                                        (' FALSE ', False)])
+def test_use_sim_time_sets_the_node_parameter(text, value):
+    result = settings(use_sim_time=text)
+    assert result['parameters'] == [DEFAULT_PARAMS, {'use_sim_time': value}]
+    assert result['nodes'] == [('xfeat', [DEFAULT_PARAMS, {'use_sim_time': value}])]
+    split = settings(use_sim_time=text, cameras='c0,c1', node_processes='2')
+    assert [params[0]['use_sim_time'] for _, params in split['nodes']] == [value, value]
+
+
+def test_use_sim_time_left_empty_keeps_the_params_file(tmp_path):
+    path = params_file(tmp_path, '/**:\n  ros__parameters:\n    use_sim_time: true\n')
+    assert settings(params_file=path)['parameters'] == [path]  # the file's true stands
+    assert settings(params_file=path, use_sim_time='false')['parameters'] == [
+        path, {'use_sim_time': False}]
+
+
+@pytest.mark.parametrize('text,arguments', [
+    ('info', ['--log-level', 'info']), ('debug', ['--log-level', 'debug']),
+    ('WARN', ['--log-level', 'WARN']), ('xfeat:=debug', ['--log-level', 'xfeat:=debug']),
+    ('', [])])
+def test_log_level_becomes_ros_arguments(text, arguments):
+    assert settings(log_level=text)['ros_arguments'] == arguments
+
+
+@pytest.mark.parametrize('name,text', [('use_sim_time', 'yes'), ('use_sim_time', '1'),
+                                       ('log_level', 'loud'), ('log_level', ':=debug')])
+def test_bad_sim_time_or_log_level_refused(name, text):
+    with pytest.raises(ValueError, match=name):
+        settings(**{name: text})
 
 
 def test_image_remap_and_overrides():
@@ -143,6 +187,46 @@ def test_node_processes_note_when_no_mps_daemon_runs(tmp_path):
     assert launch_file.mps_running({}, exists=lambda path: path == '/tmp/nvidia-mps/control')
 
 
+@pytest.mark.parametrize('backend,gpu,note', [
+    ('auto', False, False), ('', False, False), ('onnxruntime', True, False),
+    ('auto', True, True), ('tensorrt', False, True), ('pytorch', True, True)])
+def test_node_processes_mention_mps_only_for_a_gpu_engine(tmp_path, backend, gpu, note):
+    no_daemon = {'CUDA_MPS_PIPE_DIRECTORY': str(tmp_path)}
+    notes = settings(cameras='c0,c1', node_processes='2', backend=backend, gpu=gpu,
+                     env=no_daemon)['notes']
+    assert bool(notes) is note and all('MPS' in line for line in notes)
+
+
+def test_node_processes_mps_note_follows_the_params_file_backend(tmp_path):
+    path = params_file(tmp_path, '/**:\n  ros__parameters:\n    backend: onnxruntime\n'
+                                 "    cameras: ['a', 'b']\n")
+    assert settings(params_file=path, node_processes='2', env={})['notes'] == []
+
+
+def fake_nvidia_smi(folder, rows):
+    """Put an ``nvidia-smi`` printing ``rows`` (one a GPU) in ``folder``; return its PATH."""
+    script = folder / 'nvidia-smi'
+    script.write_text('#!/bin/sh\n' + ''.join(f'echo "{row}"\n' for row in rows))
+    script.chmod(0o755)
+    return str(folder)
+
+
+def test_the_launch_tells_a_gpu_machine_by_nvidia_smi(tmp_path, monkeypatch):
+    from xfeat_ros.tools import plumbing
+    values = {name: default for name, default, _ in launch_file.ARGUMENTS}
+    values.update(cameras='c0,c1', node_processes='2')
+    no_daemon = {'CUDA_MPS_PIPE_DIRECTORY': str(tmp_path)}
+    monkeypatch.setenv('PATH', str(tmp_path))  # no nvidia-smi: a machine without a GPU
+    assert not plumbing.gpu_present()
+    assert launch_file.node_settings(values, no_daemon, DEFAULT_PARAMS)['notes'] == []
+    gpu = tmp_path / 'gpu'
+    gpu.mkdir()
+    monkeypatch.setenv('PATH', fake_nvidia_smi(gpu, ['NVIDIA H100 80GB HBM3']))
+    assert plumbing.gpu_present() and plumbing.gpu_rows('name') == ['NVIDIA H100 80GB HBM3']
+    [note] = launch_file.node_settings(values, no_daemon, DEFAULT_PARAMS)['notes']
+    assert 'nvidia-cuda-mps-control -d' in note
+
+
 def test_node_processes_more_than_cameras_warns():
     result = settings(cameras='c0,c1', node_processes='4')
     assert [name for name, _ in result['nodes']] == ['xfeat_0', 'xfeat_1']
@@ -204,6 +288,7 @@ IMAGE_TOPIC = '/test_camera/image_raw'
 NAMESPACE = 'launch_test'
 STEREO_NAMESPACE = 'launch_test_two'
 SPLIT_NAMESPACE = 'launch_test_split'
+SIM_NAMESPACE = 'launch_test_sim'
 STEREO_TOPICS = {'cam0': '/test_stereo/left/image_raw', 'cam1': '/test_stereo/right/image_raw'}
 
 
@@ -245,6 +330,52 @@ def graph_nodes(timeout=10.0):
             time.sleep(0.1)  # polled until the deadline: the graph fills in the background
         return names
     finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def parameter_and_debug_lines(node_path, parameter, timeout=60.0):
+    """
+    Return a launched node's ``parameter`` value and its DEBUG lines on /rosout.
+
+    Waits for the node's parameter service and for a DEBUG line of the node
+    (it logs its parameters at DEBUG once declared): /rosout keeps each node's
+    recent lines for late subscribers (transient local).
+    """
+    import rclpy
+    from rcl_interfaces.msg import Log
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('xfeat_launch_sim_probe', context=context)
+    executor = rclpy.executors.SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    logger_name = node_path.strip('/').replace('/', '.')
+    debug = []
+    node.create_subscription(
+        Log, '/rosout',
+        lambda msg: debug.append(msg.msg) if msg.name == logger_name and msg.level == Log.DEBUG
+        else None,
+        QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                   durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    client = node.create_client(GetParameters, f'{node_path}/get_parameters')
+
+    def spin_until(predicate):
+        deadline = time.monotonic() + timeout
+        while not predicate() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        return predicate()
+    try:
+        assert spin_until(client.service_is_ready), f'{node_path} did not start'
+        future = client.call_async(GetParameters.Request(names=[parameter]))
+        assert spin_until(future.done), f'{node_path}/get_parameters did not answer'
+        [value] = future.result().values
+        spin_until(lambda: debug)
+        return parameter_value_to_python(value), debug
+    finally:
+        executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
 
@@ -322,6 +453,20 @@ if launch_pytest is not None:
                                     'backend': 'onnxruntime', 'weights': str(weights_npz),
                                     'params_file': reliable_params(tmp_path_factory)})
 
+    @launch_pytest.fixture
+    def sim_time_launch(weights_npz, tmp_path_factory):
+        """Include the launch file as for a bag: use_sim_time:=true, log_level:=debug."""
+        return include_launch_file({'namespace': SIM_NAMESPACE, 'use_sim_time': 'true',
+                                    'log_level': 'debug', 'backend': 'onnxruntime',
+                                    'weights': str(weights_npz),
+                                    'params_file': reliable_params(tmp_path_factory)})
+
+    @pytest.mark.launch(fixture=sim_time_launch)
+    def test_launch_file_sim_time_and_log_level():
+        use_sim_time, debug = parameter_and_debug_lines(f'/{SIM_NAMESPACE}/xfeat', 'use_sim_time')
+        assert use_sim_time is True
+        assert any(line.startswith('parameters: ') for line in debug), debug
+
     @pytest.mark.launch(fixture=one_camera_launch)
     def test_launch_file_runs_node(data_dir):
         got = exchange(data_dir, {'': IMAGE_TOPIC}, {'': f'/{NAMESPACE}'})
@@ -349,6 +494,7 @@ if launch_pytest is not None:
         assert sorted(n for n, ns in graph_nodes() if ns == f'/{SPLIT_NAMESPACE}') == \
             ['xfeat_0', 'xfeat_1']
 else:
-    @pytest.mark.parametrize('case', ['one_camera', 'two_cameras', 'node_processes'])
+    @pytest.mark.parametrize('case', ['one_camera', 'two_cameras', 'node_processes',
+                                      'sim_time_and_log_level'])
     def test_launch_file_runs_node(case):
         pytest.skip(LAUNCH_MISSING)

@@ -3,12 +3,17 @@
 """Malformed images are rejected, counted and logged; the stream goes on correctly."""
 
 import ast
+import itertools
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+import rclpy
+from rclpy.parameter import Parameter
 from ros_harness import Client, start_node, stop_node
+from xfeat_ros.core.report import Reporter
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
 from xfeat_ros.messages import features_from_msg
@@ -86,6 +91,9 @@ def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipel
             f'no log line with {reason!r}\n{text}'
     rejects = [line for line in text.splitlines() if 'rejected image' in line]
     assert all('/cam/image: ' in line for line in rejects), rejects  # resolved names only
+    for _, _, reason in cases:  # counted per reason, not per error class
+        first = next(line for line in rejects if reason in line)
+        assert '(1 so far for this reason)' in first, first
     assert 'Traceback' not in text
     # the final counts line (a GPU engine adds counts of its own, e.g. next_frame_armed)
     counts = ast.literal_eval(re.search(r'final counts: (.*)', text).group(1))['']
@@ -93,3 +101,37 @@ def test_bad_images_rejected_node_keeps_working(data_dir, weights_npz, cpu_pipel
                 'rejected_UnsupportedEncodingError': 3, 'rejected_ImageLayoutError': 4,
                 'rejected_ImageTooSmallError': 1}
     assert {key: counts.get(key) for key in expected} == expected, text
+
+
+@pytest.fixture
+def scripted_node():
+    """Yield an in-process node over the scripted engine (no network), in its own context."""
+    from core_fakes import ScriptedEngine
+    from xfeat_ros.node import XFeatNode
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = XFeatNode(engine=ScriptedEngine({}), context=context,
+                     parameter_overrides=[Parameter('diagnostics_period_s', value=0.0)])
+    yield node
+    node.stop()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def test_reject_lines_count_per_reason(scripted_node):
+    lines = []
+    ticks = itertools.count(step=10.0)  # every line comes: none is throttled
+    scripted_node.report = Reporter(SimpleNamespace(error=lines.append),
+                                    clock=lambda: next(ticks))
+    cases = malformed((np.zeros((48, 64, 3), np.uint8), 'rgb8'))
+    empty = next(msg for label, msg, _ in cases if label == 'empty image')
+    for _, msg, _ in cases + [('again', empty, None)]:
+        scripted_node.on_image('', msg)
+    assert len(lines) == len(cases) + 1, lines
+    counts = scripted_node.stats()['']
+    assert counts['rejected_ImageLayoutError'] == 5  # step, data twice, empty twice: one class
+    [first_empty, again] = [line for line in lines if 'empty image' in line]
+    assert '(1 so far for this reason)' in first_empty, lines  # not the class's 4
+    assert '(2 so far for this reason)' in again
+    for _, _, reason in cases:
+        assert '(1 so far' in next(line for line in lines if reason in line), lines

@@ -11,10 +11,23 @@ from ros_harness import (Client, dump_parameters, get_parameters, set_parameters
                          stop_node)
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
-from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, PARAMETERS,
-                                  validate_parameter)
+from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
+                                  PARAMETERS, validate_parameter)
 
 REPO_CONFIG = __import__('pathlib').Path(__file__).resolve().parents[1] / 'config' / 'xfeat.yaml'
+
+
+def test_declare_reason_says_rclpys_reason_once():
+    from rclpy.exceptions import (InvalidParameterTypeException,
+                                  InvalidParameterValueException, ParameterException)
+    from rclpy.parameter import Parameter
+    out_of_range = InvalidParameterValueException(
+        'top_k', -5, 'Parameter top_k out of range. Min: 1, Max: 65536, value: -5')
+    assert declare_reason('top_k', out_of_range) == 'out of range. Min: 1, Max: 65536, value: -5'
+    wrong_type = InvalidParameterTypeException(Parameter('top_k', value='abc'), 'INTEGER')
+    assert declare_reason('top_k', wrong_type) == \
+        "got 'abc' of type 'STRING', expecting type 'INTEGER'"
+    assert declare_reason('x', ParameterException('something else', 'x')) == 'something else'
 
 
 def test_validate_parameter_table():

@@ -10,6 +10,7 @@ import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros_harness import Client, start_node, stop_node
 from sensor_msgs.msg import Image
+from xfeat_ros import dds
 from xfeat_ros.core.report import Reporter
 from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_files import list_sequence, read_image
@@ -91,6 +92,10 @@ def test_sequence_gaps_are_counted(weights, tmp_path):
         assert "'/image'" not in lines[0] and lines[0].startswith('/image: 10 image(s) lost')
         assert 'input_qos_depth' in lines[0] and 'input_qos_reliability' not in lines[0]
         assert 'set input_qos_reliability to reliable' in lines[1]
+        # Best effort loses large images on a driver with Fast DDS defaults: the fix named
+        # first is the shipped profile for the camera driver, not only socket buffers.
+        assert f'camera driver with the shipped Fast DDS profile, {dds.PROFILE_ENV}=' in lines[1]
+        assert str(dds.shipped_profile()) in lines[1] and dds.PROFILE_NAME not in lines[0]
     finally:
         node.stop()
         node.destroy_node()

@@ -130,6 +130,31 @@ def decide_profile(requested=SHIPPED, env=None):
     return ProfileDecision(str(path), 'argument')
 
 
+def driver_profile_hint(env=None):
+    """
+    Return the fix for large images lost between a best-effort camera driver and the node.
+
+    Fast DDS keeps a sample in the *publisher's* shared-memory segment (512 KiB
+    by default): a camera driver on Fast DDS defaults drops most large images a
+    best-effort reader asks for (docs/transport.md). The fix is the shipped
+    profile in the driver's environment; the node's own (``env``, default
+    ``os.environ``) is named too when it lacks one (the launch file's
+    ``dds_profile`` gives it).
+    """
+    env = os.environ if env is None else env
+    try:
+        path = shipped_profile()
+    except ParameterError:
+        path = f'<share>/{PACKAGE}/config/{PROFILE_NAME}'
+    hint = (f'start the camera driver with the shipped Fast DDS profile, {PROFILE_ENV}={path} '
+            '(on Fast DDS defaults its 512 KiB shared memory drops large images; '
+            'docs/transport.md)')
+    if not env.get(PROFILE_ENV):
+        hint += (f'; this node runs without a profile too: launch it with '
+                 f'dds_profile:={SHIPPED} (the default) or the same variable')
+    return hint
+
+
 def _same_file(path):
     try:
         return Path(path).expanduser().resolve()
@@ -183,7 +208,7 @@ def shm_ports(directory=SHM_DIR, now=None):
 
     A port file outlives a process that was killed; a new participant that
     opens it checks whether its listener is alive and may wait ~1/3 of the
-    transport's health-check timeout doing so (``bench/NOTES.md``: the rare
+    transport's health-check timeout doing so (``docs/design-notes.md``: the rare
     ~0.3 s stalls). The benchmark records them before each run.
     """
     now = time.time() if now is None else now

@@ -54,8 +54,8 @@ from xfeat_ros.image_codec import image_msg
 from xfeat_ros.image_receiver import ImageReceiver
 from xfeat_ros.messages import (diagnostic_name, keypoint_cloud_msg, message_types,
                                 vins_feature_msg)
-from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, engine_config,
-                                  ENGINE_LIVE, LIVE, output_config, PARAMETERS,
+from xfeat_ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
+                                  engine_config, ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                   scheduler_config, unset_value, validate_parameter)
 from xfeat_ros.tracks import prepare_host_check
 from xfeat_ros.weights import weights_summary
@@ -99,6 +99,14 @@ class XFeatNode(Node):
     def __init__(self, engine=None, **kwargs):
         """Declare parameters, build the engine (unless given) and the core, wire topics."""
         super().__init__('xfeat', **kwargs)
+        try:
+            self._start(engine)
+        except XFeatError as exc:
+            exc.node_logger = self.get_logger().name  # main() says why under the node's name
+            raise
+
+    def _start(self, engine):
+        """Set the node up (see __init__); raises the XFeatError of a start that cannot go on."""
         self._stop_forwarding = forward_package_logs(self.get_logger())  # engine logs -> ROS
         message_types()  # fail early, with the build command, if messages are missing
         self.params = {}
@@ -111,6 +119,7 @@ class XFeatNode(Node):
         if unknown:
             raise ParameterError(f'parameter stereo_pairs: cameras {sorted(unknown)} are not '
                                  f'in cameras {self.params["cameras"]}')
+        self.get_logger().debug(f'parameters: {self.params}')
         self.engine_config = engine_config(self.params)
         engine = engine or create_engine(self.engine_config, self.get_logger())
         self.get_logger().info(f'engine: {engine.name} on {engine.device}')
@@ -136,7 +145,7 @@ class XFeatNode(Node):
         # Images are taken on a thread of their own, past the executor (image_receiver.py),
         # into the GPU engine's pinned buffers where it offers them (rcl_io.py); with that
         # engine messages go out through rcl's own call too. The CPU engine keeps rclpy's
-        # calls: neither measured a gain on the CPU machine (bench/NOTES.md).
+        # calls: neither measured a gain on the CPU machine (docs/design-notes.md).
         rcl, buffers = rcl_io.load(), getattr(engine, 'image_buffer', None)
         self.receiver = ImageReceiver(self, rcl=rcl, buffers=buffers)
         self._publish_rcl = rcl if buffers is not None else None
@@ -172,7 +181,7 @@ class XFeatNode(Node):
             try:
                 value = self._declare_one(name, default, descriptor)
             except ParameterException as exc:
-                raise ParameterError(f'parameter {name}: {exc}') from exc
+                raise ParameterError(f'parameter {name}: {declare_reason(name, exc)}') from exc
             if unset_value(name, value):
                 value = []  # a list parameter left unset
             reason = validate_parameter(name, value)
@@ -355,10 +364,10 @@ class XFeatNode(Node):
 
     def _log_reject(self, camera, exc):
         """Log a rejected image: each new reason at once, repeats every few seconds."""
-        count = self.streams[camera].counts()[f'rejected_{type(exc).__name__}']
+        key = (camera, reason_key(exc))
+        count = self.report.tally(key)  # this reason's; /diagnostics counts per error class
         self.report.error(f'{self.topic_name(camera, "image")}: rejected image ({count} so far '
-                          f'for this reason): {exc}', key=(camera, reason_key(exc)),
-                          period_s=REJECT_LOG_PERIOD_S)
+                          f'for this reason): {exc}', key=key, period_s=REJECT_LOG_PERIOD_S)
 
     def _count_gap(self, camera, info):
         """Count images a publisher sent that never reached this callback (xfeat_ros.core.gaps)."""
@@ -369,7 +378,7 @@ class XFeatNode(Node):
         total = self.streams[camera].count('lost_before_node', missed)
         self.report.warning(f'{self.topic_name(camera, "image")}: {missed} image(s) lost in the '
                             f'middleware before the node ({total} so far); '
-                            f'{lost_hint(ports.reliability)}',
+                            f'{lost_hint(ports.reliability, dds.driver_profile_hint())}',
                             key=(camera, 'lost', ports.reliability))
 
     # -- outputs (the core's sink) ----------------------------------------------------------------
@@ -494,7 +503,7 @@ def main(args=None):
     try:
         node = XFeatNode()
         # Not rclpy.experimental's EventsExecutor: in kilted it fails (SystemError) on
-        # callbacks that take the message info, which the gap count needs (bench/NOTES.md).
+        # callbacks that take the message info, which the gap count needs (docs/design-notes.md).
         executor = rclpy.executors.SingleThreadedExecutor()
         executor.add_node(node)
         node.get_logger().info(f'heap for large messages: {malloc} (xfeat_ros.heap)')
@@ -509,7 +518,9 @@ def main(args=None):
     except KeyboardInterrupt:
         pass
     except XFeatError as exc:
-        rclpy.logging.get_logger('xfeat').fatal(f'cannot start: {exc}')
+        # Under the node's own name (-r __node:=..., its namespace): XFeatNode attaches it.
+        logger = rclpy.logging.get_logger(getattr(exc, 'node_logger', 'xfeat'))
+        logger.fatal(f'cannot start: {exc}')
         code = 1
     finally:
         if node is not None:

@@ -214,6 +214,24 @@ def validate_parameter(name, value):
     return None
 
 
+def declare_reason(name, exc):
+    """
+    Return why rclpy refused parameter ``name`` at its declaration, without its repeats.
+
+    rclpy's ParameterException texts say the name up to three times and the value
+    twice ('Invalid parameter value (-5) for parameter. Reason: Parameter top_k out
+    of range. Min: 1, Max: 65536, value: -5: top_k'); the node's line names the
+    parameter itself, so this keeps the reason: 'out of range. Min: 1, Max: 65536,
+    value: -5', "got 'abc' of type 'STRING', expecting type 'INTEGER'".
+    """
+    text = str(exc.args[0] if exc.args else exc).strip()
+    text = text.removesuffix(f': {name}')           # the parameter rclpy appends
+    text = text.split('Reason: ', 1)[-1]            # InvalidParameterValueException
+    text = text.replace(f'Parameter {name} ', '', 1)
+    text = text.replace(f"Trying to set parameter '{name}' to ", 'got ', 1)
+    return text.strip() or type(exc).__name__
+
+
 def engine_config(params):
     """Return the :class:`EngineConfig` of the node's parameter values ``params``."""
     return EngineConfig(params['backend'], params['weights'], params['gpu'],

@@ -31,11 +31,18 @@ def publication_gap(last_by_publisher, info):
     return sequence - last - 1
 
 
-def lost_hint(reliability):
-    """Return what to do about images lost before the node, for the subscription's reliability."""
+def lost_hint(reliability, profile_hint=''):
+    """
+    Return what to do about images lost before the node, for the subscription's reliability.
+
+    ``profile_hint``: for a best-effort subscription, the DDS fix to name first
+    (the node's: the shipped profile for the camera driver,
+    :func:`xfeat_ros.dds.driver_profile_hint`).
+    """
     if reliability == 'best_effort':
-        return ('with a reliable camera publisher set input_qos_reliability to reliable; '
-                'with best effort, large images need bigger socket buffers '
-                '(net.core.rmem_default)')
+        first = f'{profile_hint}; or, ' if profile_hint else ''
+        return (f'{first}with a reliable camera publisher set input_qos_reliability to '
+                'reliable; from another host, large best-effort images need bigger socket '
+                'buffers (net.core.rmem_default)')
     return ('the subscription history overflowed: raise input_qos_depth, or the node '
             'cannot keep up with the camera')

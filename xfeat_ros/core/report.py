@@ -9,13 +9,17 @@ string); the throttling here does not rely on either's own options.
 :func:`forward_package_logs` hands the package's own ``logging`` records (the
 GPU engine's backbone captures, a kernel feature turned off, a capture that
 failed) to such a logger too: in the node they go to its ROS log and
-``/rosout`` instead of nowhere (INFO) or bare stderr (WARNING and above).
+``/rosout`` instead of nowhere (INFO) or bare stderr (WARNING and above). They
+reach it by propagation, which the package's loggers keep even where ROS 2's
+``launch`` has been imported (:mod:`xfeat_ros.logs`).
 """
 
 import logging
 import re
 import threading
 import time
+
+from xfeat_ros.logs import package_logger
 
 MAX_REASONS = 256  # distinct reject reasons remembered per reporter
 
@@ -38,6 +42,7 @@ class Reporter:
         self.logger = logger
         self.clock = clock
         self._last = {}
+        self._tallies = {}
         self._lock = threading.Lock()
 
     def _due(self, key, period_s):
@@ -64,6 +69,21 @@ class Reporter:
     def info(self, text):
         """Log an information line."""
         self.logger.info(text)
+
+    def tally(self, key):
+        """
+        Count one more occurrence of ``key``; return how many so far (1 the first time).
+
+        For lines that say "N so far" of what their key names (a reason, not a
+        class of errors); logged or throttled alike. At most :data:`MAX_REASONS`
+        keys are kept: the oldest is forgotten (counted from 1 again).
+        """
+        with self._lock:
+            count = self._tallies.get(key, 0) + 1
+            if count == 1 and len(self._tallies) >= MAX_REASONS:
+                self._tallies.pop(next(iter(self._tallies)))
+            self._tallies[key] = count
+            return count
 
     def seen(self, key):
         """Return True if ``key`` was reported before (and remember it now)."""
@@ -108,7 +128,7 @@ def forward_package_logs(logger, package='xfeat_ros'):
     in one process after a failed start) is replaced, so no line comes twice.
     """
     handler = ToLogger(logger)
-    target = logging.getLogger(package)
+    target = package_logger(package)
     name = getattr(logger, 'name', None)
     if name is not None:
         for old in [h for h in target.handlers if isinstance(h, ToLogger)]:

@@ -7,8 +7,9 @@ What the tools share: upstream XFeat, records of the run's environment, a node p
   and loads a weights dict into its network (``xfeat_bench --upstream``,
   ``xfeat_eval --upstream``).
 * :func:`environment`, :func:`versions`, :func:`cpu_model`, :func:`git_commit`,
-  :func:`git_dirty`
-  record where and with what a measurement ran.
+  :func:`git_dirty`, :func:`gpu_rows`
+  record where and with what a measurement ran; :func:`gpu_present` tells a
+  GPU machine (nvidia-smi lists a GPU).
 * :func:`start_node` / :func:`stop_process` start ``xfeat_node`` as its own
   process with ``--ros-args`` parameters and stop it as Ctrl-C would;
   :func:`parse_final_counts` reads the counts it logs on the way out. The node
@@ -124,6 +125,22 @@ def versions(modules):
     return out
 
 
+def gpu_rows(query='name,driver_version,memory.total'):
+    """
+    Return nvidia-smi's CSV rows of ``query``, one per GPU; ``[]`` without a GPU or nvidia-smi.
+
+    How the tools tell a GPU machine: the benchmark records, and the launch
+    file's note on CUDA MPS (said only where the nodes use a GPU).
+    """
+    text = run_text(['nvidia-smi', f'--query-gpu={query}', '--format=csv,noheader'])
+    return [row.strip() for row in (text or '').splitlines() if row.strip()]
+
+
+def gpu_present():
+    """Tell whether nvidia-smi lists a GPU on this machine."""
+    return bool(gpu_rows('name'))
+
+
 def environment():
     """Date, command, machine, GPU, driver and library versions of this run."""
     env = {'date_utc': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
@@ -133,10 +150,9 @@ def environment():
            'cpu': cpu_model(), 'cores': os.cpu_count(), 'load_average': list(os.getloadavg()),
            'numpy': np.__version__,
            'onnxruntime': module_version('onnxruntime'), 'torch': module_version('torch')}
-    gpu = run_text(['nvidia-smi', '--query-gpu=name,driver_version,memory.total',
-                    '--format=csv,noheader'])
+    gpu = gpu_rows()
     if gpu:
-        env['gpu'] = gpu.splitlines()[0]
+        env['gpu'] = gpu[0]
         env['cupy'] = module_version('cupy')
         try:
             import torch
