@@ -31,6 +31,11 @@ READY_STAMP="${VENV}/.xfeat_ready"
 #   test   user + TEST + GPU_BUILD: what CI runs (make test; the default)
 #   gpu    user + GPU_RUNTIME: the GPU path (make setup-gpu)
 #   ros    ROS only, and no editable install (the GPU machine, see bench/gpu_node_check.sh)
+# setuptools stays below 80: colcon-core (colcon build/test in a workspace over this venv,
+# docs/install.md) requires 'setuptools>=30.3.0,<80' (its metadata, 0.21.3), and an unpinned
+# `pip install --upgrade setuptools` brought 84.x, which pip then reports as breaking
+# colcon-core; torch 2.13 (test and gpu profiles) requires >=77.0.3. Every profile but ros.
+SETUPTOOLS_REQUIREMENT='setuptools>=77.0.3,<80'
 ROS_REQUIREMENTS=(
   # ROS 2 runtime
   'ros-rclpy[fastrtps]'
@@ -97,6 +102,9 @@ case "${PROFILE}" in
   *) echo "[setup_venv] unknown XFEAT_SETUP_PROFILE=${PROFILE} (user, test, gpu, ros)" >&2
      exit 2 ;;
 esac
+if [[ "${PROFILE}" != ros ]]; then  # ros: wheels from a local folder, no colcon
+  REQUIREMENTS=("${SETUPTOOLS_REQUIREMENT}" "${REQUIREMENTS[@]}")
+fi
 if [[ "${XFEAT_SETUP_LIST:-0}" == 1 ]]; then  # print the profile's requirements only
   printf '%s\n' "${REQUIREMENTS[@]}"
   exit 0
@@ -159,7 +167,7 @@ if installed_all; then
 else
   log "installing the ${PROFILE} requirements with pip (a few minutes the first time)"
   if [[ -z "${XFEAT_PIP_ARGS:-}" ]]; then
-    pip_quiet install -q --upgrade pip setuptools wheel
+    pip_quiet install -q --upgrade pip "${SETUPTOOLS_REQUIREMENT}" wheel
   fi
   pip_quiet install -q "${PIP_EXTRA[@]}" "${REQUIREMENTS[@]}"
   {

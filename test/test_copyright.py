@@ -20,12 +20,25 @@ NAMES = {'CMakeLists.txt', 'Makefile'}
 HEAD_LINES = 12
 COPYRIGHT = re.compile(r'Copyright \d{4} \S.*')
 SPDX = 'SPDX-License-Identifier: Apache-2.0'
+# Not sources: what .gitignore leaves out, for a tree that is not a git checkout.
+NOT_SOURCES = {'build', 'install', 'log', 'demo_output', '__pycache__'}
+
+
+def source_names():
+    """Return the repository's file names: git's list, or a walk where there is no git."""
+    try:
+        listed = subprocess.run(['git', 'ls-files', '--cached', '--others', '--exclude-standard'],
+                                cwd=REPO, capture_output=True, text=True, check=True).stdout
+        return listed.split()
+    except (OSError, subprocess.CalledProcessError):  # no git, or an exported source tree
+        return [str(path.relative_to(REPO)) for path in REPO.rglob('*') if not any(
+            (part.startswith('.') and part != '.ci') or part in NOT_SOURCES
+            or part.endswith('.egg-info')
+            for part in path.relative_to(REPO).parts[:-1])]
 
 
 def tracked_sources():
-    listed = subprocess.run(['git', 'ls-files', '--cached', '--others', '--exclude-standard'],
-                            cwd=REPO, capture_output=True, text=True, check=True).stdout
-    for name in listed.split():
+    for name in source_names():
         path = REPO / name
         if path.is_file() and (path.suffix in SUFFIXES or path.name in NAMES
                                or name.startswith('.ci/')):

@@ -12,6 +12,7 @@ two nodes exchange images. The last two need root (a private network
 namespace; a packet socket) and are skipped with that reason elsewhere.
 """
 
+import glob
 import json
 import os
 from pathlib import Path
@@ -85,6 +86,15 @@ def test_profile_argument():
     dds.add_profile_argument(parser)
     assert parser.parse_args([]).dds_profile == dds.SHIPPED
     assert parser.parse_args(['--dds-profile', '']).dds_profile == ''
+
+
+def test_driver_profile_hint_names_the_shipped_profile_for_the_camera_driver():
+    profiled = {dds.PROFILE_ENV: '/robot/own.xml'}
+    hint = dds.driver_profile_hint(profiled)
+    assert 'camera driver' in hint and f'{dds.PROFILE_ENV}={dds.shipped_profile()}' in hint
+    assert 'dds_profile' not in hint  # the node has a profile: only the driver is named
+    bare = dds.driver_profile_hint({})
+    assert bare.startswith(hint) and f'dds_profile:={dds.SHIPPED}' in bare
 
 
 def test_profile_content():
@@ -185,6 +195,26 @@ def test_fast_dds_maps_the_profile_segment():
     assert 'Error' not in err, err
 
 
+def created_ports(env, tries=8):
+    """
+    Sizes of the SHM port files a ``hold`` probe created itself: {path: bytes}.
+
+    A port file outlives a killed process, and a later process of the same
+    domain opens it as it is: its size then tells the dead process's queue.
+    The probe runs in domains of its own (ports are numbered by domain) until
+    one holds no port file from before it.
+    """
+    domains = [int(env['ROS_DOMAIN_ID']) + k for k in range(tries)]
+    for domain in (d % 200 + 1 for d in domains):
+        before = set(glob.glob('/dev/shm/fastdds_port*'))
+        [(report, err)] = run_probes([['hold']], dict(env, ROS_DOMAIN_ID=str(domain)))
+        assert 'Error' not in err, err
+        assert report['ports'], report  # its own unicast ports at least
+        if not before & set(report['ports']):
+            return report['ports']
+    pytest.fail(f'every domain of {domains} (mod 200) had stale SHM port files in /dev/shm')
+
+
 def test_profile_port_queue_reaches_fast_dds(tmp_path):
     # The same profile without port_queue_capacity (Fast DDS's 512) as the yardstick: the
     # ports through which a process is reached are files whose size follows the capacity
@@ -199,10 +229,7 @@ def test_profile_port_queue_reaches_fast_dds(tmp_path):
         env = probe_env()
         if profile is not None:
             env[dds.PROFILE_ENV] = str(profile)
-        [(report, err)] = run_probes([['hold']], env)
-        assert report['ports'], report  # its own unicast ports at least
-        sizes[name] = set(report['ports'].values())
-        assert 'Error' not in err, err
+        sizes[name] = set(created_ports(env).values())
     # every port of the process holds the larger queue: >= 16 bytes a descriptor more
     assert min(sizes['shipped']) - max(sizes['plain']) >= (PORT_DESCRIPTORS - 512) * 16, sizes
 

@@ -11,16 +11,16 @@ logits [65, mh/8, mw/8], reliability [mh/8, mw/8])``, all float32.
 ``auto`` takes the best backend present and says which in its log line.
 """
 
-import logging
 import os
 
 import numpy as np
 
 from xfeat_ros.errors import BackendError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.network_onnx import build_model, INPUT_NAME, OUTPUT_NAMES
 from xfeat_ros.weights import load_weights, resolve_weights
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 CPU_BACKENDS = ('onnxruntime',)
 BACKENDS = ('auto',) + CPU_BACKENDS

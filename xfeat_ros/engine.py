@@ -31,17 +31,17 @@ work on one stream and copies only the final results down.
 """
 
 from dataclasses import dataclass, fields
-import logging
 import sys
 from typing import Protocol
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DeviceError
 from xfeat_ros.image_codec import decode_image_msg
+from xfeat_ros.logs import package_logger
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.pipeline import CpuPipeline, MatchResult
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 CPU_BACKEND = 'onnxruntime'
 GPU_BACKENDS = ('tensorrt', 'pytorch', 'onnxruntime_cuda')  # auto tries tensorrt, then pytorch

@@ -15,11 +15,12 @@ import sys
 
 from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.errors import XFeatError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.network_onnx import build_model
 from xfeat_ros.preprocess import model_size
 from xfeat_ros.weights import load_weights, resolve_weights
 
-LOG = logging.getLogger('xfeat_export')
+LOG = package_logger('xfeat_export')
 
 
 def export_onnx(output, weights='', height=None, width=None):

@@ -35,8 +35,9 @@ import numpy as np
 
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.errors import WeightsError
+from xfeat_ros.logs import package_logger
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 ENV_VAR = 'XFEAT_ROS_WEIGHTS'
 UPSTREAM_COMMIT = '9539f1f3363d6556fdbcf48c15f4b20c6095ccc0'

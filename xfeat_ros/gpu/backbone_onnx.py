@@ -10,7 +10,6 @@ execution provider on the GPU machine); only :func:`bind_by_shape` and
 :func:`with_batch` are tested.
 """
 
-import logging
 import os
 from pathlib import Path
 import tempfile
@@ -19,10 +18,11 @@ import numpy as np
 
 from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu.backbone import expected_output_shapes, PRECISIONS, weights_digest
+from xfeat_ros.logs import package_logger
 from xfeat_ros.network_onnx import build_model, INPUT_NAME, OUTPUT_NAMES
 from xfeat_ros.weights import cache_dir
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 
 def with_batch(model, batch):

@@ -2,16 +2,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build a :class:`xfeat_ros.gpu.engine.GpuEngine` for the node: device, backbone, weights."""
 
-import logging
-
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu.backbone import create_gpu_backbone
 from xfeat_ros.gpu.buffers import cupy_module
 from xfeat_ros.gpu.engine import ENGINE_BACKENDS, GpuEngine, MAX_BATCH
+from xfeat_ros.logs import package_logger
 from xfeat_ros.weights import load_weights, resolve_weights
 
-LOG = logging.getLogger('xfeat_ros.gpu.engine')
+LOG = package_logger('xfeat_ros.gpu.engine')
 
 AUTO_ORDER = ('tensorrt', 'pytorch')
 

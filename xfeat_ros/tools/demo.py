@@ -29,9 +29,10 @@ from xfeat_ros.cli import one_line_errors, stop_on_sigterm
 from xfeat_ros.defaults import TOP_K
 from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.plumbing import start_node, stop_process
 
-LOG = logging.getLogger('xfeat_demo')
+LOG = package_logger('xfeat_demo')
 FRAME_HW = (480, 640)
 
 

@@ -10,7 +10,6 @@ node (:mod:`xfeat_ros.tools.plumbing`), the camera processes
 what arrived into rates, counts, latencies, CPU load and GPU memory.
 """
 
-import logging
 import os
 from pathlib import Path
 import shlex
@@ -19,6 +18,7 @@ import tempfile
 import time
 
 from xfeat_ros import dds, heap
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.bench.collector import Collector
 from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
@@ -27,7 +27,7 @@ from xfeat_ros.tools.bench.stats import cpu_percent, latency_summary
 from xfeat_ros.tools.plumbing import (environment, parse_final_counts, parse_stage_medians,
                                       run_text, start_node as start_node_process, stop_process)
 
-LOG = logging.getLogger('xfeat_bench')
+LOG = package_logger('xfeat_bench')
 
 DEFAULT_NODE_CONFIGS = '1x30,4x60,8x120,8xmax'
 

@@ -16,6 +16,7 @@ from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import DatasetError, ParameterError, XFeatError
 from xfeat_ros.geometry import HOMOGRAPHY_METHODS
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.evaluation import __doc__ as DOC
 from xfeat_ros.tools.evaluation.datasets import describe_camera, LAYOUTS, load_dataset, TUM_FR2
 from xfeat_ros.tools.evaluation.methods import (create_engine_method, descriptor_encodings,
@@ -28,7 +29,7 @@ from xfeat_ros.tools.evaluation.report import (json_ready, markdown_tables, slug
                                                summarize_homography, summarize_pose)
 from xfeat_ros.tools.plumbing import git_commit, versions
 
-LOG = logging.getLogger('xfeat_eval')
+LOG = package_logger('xfeat_eval')
 
 
 def build_parser():

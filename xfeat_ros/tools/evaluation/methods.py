@@ -8,14 +8,13 @@ The methods ``xfeat_eval`` compares, each with ``extract(slot, pixels, encoding)
 :class:`UpstreamMethod` runs upstream XFeat from a checkout with the same weights.
 """
 
-import logging
-
 import numpy as np
 
 from xfeat_ros.errors import ParameterError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.plumbing import load_upstream
 
-LOG = logging.getLogger('xfeat_eval')
+LOG = package_logger('xfeat_eval')
 
 
 class EngineMethod:

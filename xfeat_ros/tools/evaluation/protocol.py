@@ -12,7 +12,6 @@ in a canonical order, and optionally in ``fit_orders`` seeded random orders.
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-import logging
 import os
 
 import numpy as np
@@ -22,11 +21,12 @@ from xfeat_ros.errors import DatasetError
 from xfeat_ros.geometry import (essential_pose, estimate_homography, RANSAC_SEED,
                                 relative_pose)
 from xfeat_ros.image_files import read_image
+from xfeat_ros.logs import package_logger
 from xfeat_ros.metrics import corner_error, rotation_error_deg, translation_error_deg
 from xfeat_ros.pair_lists import unrotate_points
 from xfeat_ros.tools.evaluation.methods import match_extras
 
-LOG = logging.getLogger('xfeat_eval')
+LOG = package_logger('xfeat_eval')
 
 MIN_POSE_MATCHES = 5
 
