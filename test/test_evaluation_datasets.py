@@ -105,3 +105,33 @@ def test_camera_of_the_flags_and_its_record():
     fisheye = CameraModel.from_parameters([500, 500, 320, 240], 'equidistant', [0.1] * 4)
     with pytest.raises(DatasetError, match='equidistant'):
         protocol.opencv_distortion(fisheye)
+
+
+def test_kitti_reader_by_frame_number(tmp_path):
+    """The one KITTI reader (xfeat_eval and xfeat_map): pose and time of each frame number."""
+    import cv2
+    sequence = tmp_path / 'dataset' / 'sequences' / '07'
+    (sequence / 'image_0').mkdir(parents=True)
+    for number in (5, 7):
+        cv2.imwrite(str(sequence / 'image_0' / f'{number:06d}.png'),
+                    np.full((8, 8), 100, np.uint8))
+    (sequence / 'calib.txt').write_text('P0: 700 0 300 0 0 710 200 0 0 0 1 0\n')
+    (sequence / 'times.txt').write_text(''.join(f'{k / 10:.1f}\n' for k in range(10)))
+    (tmp_path / 'dataset' / 'poses').mkdir()
+    poses = tmp_path / 'dataset' / 'poses' / '07.txt'
+    poses.write_text(''.join(f'1 0 0 {k} 0 1 0 {-k} 0 0 1 0\n' for k in range(10)))
+    read = datasets.read_kitti(sequence, need_poses=False)
+    assert [n for n, _ in read.images] == [5, 7] and read.poses_path == poses
+    assert read.pose(7)[:3, 3].tolist() == [7, -7, 0] and read.pose(7)[3].tolist() == [0, 0, 0, 1]
+    assert read.stamp_ns(7) == 700_000_000 and read.camera.matrix[1, 1] == 710
+    frames, camera = datasets.kitti_frames(sequence)
+    assert [(f.name, f.position[0]) for f in frames] == [('000005', 5), ('000007', 7)]
+    poses.unlink()
+    read = datasets.read_kitti(sequence, need_poses=False)
+    assert read.poses is None and read.pose(5) is None and read.stamp_ns(5) == 500_000_000
+    assert read.looked_for == (sequence / 'poses.txt', poses)
+    with pytest.raises(DatasetError, match='looked for .*poses.txt and .*poses/07.txt'):
+        datasets.read_kitti(sequence)
+    (sequence / 'times.txt').write_text('0.0\nnoon\n')
+    with pytest.raises(DatasetError, match="times.txt line 2: not a time in seconds: 'noon'"):
+        datasets.read_kitti(sequence, need_poses=False)

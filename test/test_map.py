@@ -3,12 +3,13 @@
 """
 xfeat_map (xfeat_ros.tools): COLMAP reconstruction from XFeat features, scored with evo.
 
-Pure parts (camera conversion, pixel convention, pairing, ground truth files,
-scores of synthetic trajectories, dataset layouts, the command line) run on
-their own; the end-to-end runs use ../shared/data: TUM fr2/desk must register
-20/20 with APE <= 1 cm, the standing EuRoC stereo frames must not crash, the
-database must read back with pycolmap, and xfeat_offline bags must map with
-their own Keypoints/Matches.
+Pure parts (camera conversion, pixel convention, pairing, scores of synthetic
+trajectories, the command line) run on their own; the end-to-end runs use
+../shared/data: TUM fr2/desk must register 20/20 with APE <= 1 cm and the
+calibration's intrinsics read back from the reconstruction, the standing EuRoC
+stereo frames must not crash, the database must read back with pycolmap, and
+xfeat_offline bags must map with their own Keypoints/Matches. The sources
+(layouts, ground truth) are tested in test_map_sources.py.
 """
 
 import json
@@ -20,8 +21,7 @@ import pytest
 from xfeat_ros.camera import CameraModel
 from xfeat_ros.engine import create_engine, EngineConfig
 from xfeat_ros.tools import colmap_db, mapping, trajectory
-from xfeat_ros.tools.map_sources import (associate, FrameInfo, MappingError, open_folder,
-                                         pose_matrix, read_tum_trajectory, tum_camera)
+from xfeat_ros.tools.map_sources import FrameInfo, MappingError, pose_matrix, read_tum_trajectory
 
 TUM_INTRINSICS = ['520.9', '521.0', '325.1', '249.7']
 
@@ -100,42 +100,6 @@ def test_pairing_choice_and_window():
     # Stereo: frames of one instant share a rank and always pair.
     assert pairs([0, 0, 1, 1], 1) == [(0, 1), (0, 2), (1, 2), (0, 3), (1, 3), (2, 3)]
     assert pairs([], 3) == []
-
-
-# -- ground truth ------------------------------------------------------------------------
-
-
-def test_tum_trajectory_files(tmp_path):
-    path = tmp_path / 'gt.txt'
-    path.write_text('# comment\n2.0 1 2 3 0 0 0 1\n1.0 0 0 0 0 0 0.7071068 0.7071068\n')
-    stamps, poses = read_tum_trajectory(path)
-    assert stamps.tolist() == [10 ** 9, 2 * 10 ** 9]
-    np.testing.assert_allclose(poses[1][:3, 3], [1, 2, 3])
-    np.testing.assert_allclose(poses[0][:3, :3], _rotation((0, 0, 1), 90), atol=1e-6)
-    truth = (stamps, poses)
-    assert associate(10 ** 9 + 19_000_000, truth) is poses[0] or np.array_equal(
-        associate(10 ** 9 + 19_000_000, truth), poses[0])
-    assert associate(10 ** 9 + 21_000_000, truth) is None
-    assert associate(None, truth) is None
-    nine = tmp_path / 'nine.txt'
-    nine.write_text('5.5 5.4999 1 1 1 0 0 0 1\n')
-    assert read_tum_trajectory(nine)[0].tolist() == [5_500_000_000]
-    for text, message in (('1 2 3\n', 'fields'), ('a 0 0 0 0 0 0 1\n', 'stamp'),
-                          ('1 0 0 0 0 0 x 1\n', 'numbers'), ('# nothing\n', 'no poses')):
-        path.write_text(text)
-        with pytest.raises(MappingError, match=message):
-            read_tum_trajectory(path)
-
-
-def test_tum_camera_from_folder_name(tmp_path):
-    for name, fx in (('rgbd_dataset_freiburg1_xyz', 517.3), ('tum_fr2_desk', 520.9),
-                     ('fr3_office', 535.4)):
-        (tmp_path / name).mkdir()
-        assert tum_camera(tmp_path / name).matrix[0, 0] == fx
-    for name in ('desk', 'fr22', 'frames'):
-        (tmp_path / name).mkdir()
-        assert tum_camera(tmp_path / name) is None
-    assert tum_camera(tmp_path / 'fr3_office').distortion_model == 'none'
 
 
 # -- trajectories and scores -------------------------------------------------------------
@@ -219,7 +183,7 @@ def test_world_from_camera_of_a_pycolmap_image():
                                atol=1e-9)
 
 
-# -- dataset layouts ---------------------------------------------------------------------
+# -- command line ------------------------------------------------------------------------
 
 
 def _write_images(folder, names, size=(48, 64)):
@@ -227,68 +191,6 @@ def _write_images(folder, names, size=(48, 64)):
     folder.mkdir(parents=True, exist_ok=True)
     for name in names:
         cv2.imwrite(str(folder / name), np.full(size, 128, np.uint8))
-
-
-def test_kitti_layout(tmp_path):
-    _write_images(tmp_path / 'image_0', ['000000.png', '000001.png', '000002.png'])
-    (tmp_path / 'calib.txt').write_text('P0: 700 0 300 0 0 710 200 0 0 0 1 0\n')
-    source = open_folder(tmp_path)
-    assert source.kind == 'kitti' and source.count == 3
-    assert source.cameras['image_0'].matrix[1, 1] == 710
-    frames = [item.frame for item in source.items()]
-    assert [f.name for f in frames] == ['image_0/000000.png', 'image_0/000001.png',
-                                        'image_0/000002.png']
-    assert all(f.pose is None and f.stamp_ns is None for f in frames)
-    (tmp_path / 'poses.txt').write_text('1 0 0 0 0 1 0 0 0 0 1 0\n' * 2
-                                        + '1 0 0 5 0 1 0 0 0 0 1 0\n')
-    (tmp_path / 'times.txt').write_text('0.0\n0.1\n0.2\n')
-    frames = [item.frame for item in open_folder(tmp_path).items()]
-    assert frames[2].pose[0, 3] == 5 and frames[2].stamp_ns == 200_000_000
-    (tmp_path / 'poses.txt').write_text('1 0 0 0 0 1 0 0 0 0 1 0\n')
-    with pytest.raises(MappingError, match='3 images but 1 poses'):
-        open_folder(tmp_path)
-
-
-def test_plain_folder_needs_intrinsics(tmp_path):
-    _write_images(tmp_path, ['b.png', 'a.png'])
-    with pytest.raises(MappingError, match='--intrinsics'):
-        open_folder(tmp_path)
-    source = open_folder(tmp_path, CameraModel.from_parameters((50, 50, 32, 24)))
-    assert source.kind == 'plain'
-    assert [(i.frame.name, i.frame.rank) for i in source.items()] == [('a.png', 0), ('b.png', 1)]
-    item = next(source.items())
-    assert (item.image.height, item.image.width, item.image.encoding) == (48, 64, 'mono8')
-
-
-def test_euroc_stereo_layout_and_truth(tmp_path, shared_dir):
-    import shutil
-    euroc = shared_dir / 'data' / 'euroc_v101_stereo'
-    for camera in ('cam0', 'cam1'):
-        (tmp_path / camera).mkdir()
-        for path in sorted((euroc / camera).iterdir())[:3]:
-            shutil.copy(path, tmp_path / camera / path.name)
-        shutil.copy(euroc / f'{camera}_sensor.yaml', tmp_path)
-    source = open_folder(tmp_path, stereo=True)
-    assert source.kind == 'euroc' and set(source.cameras) == {'cam0', 'cam1'}
-    frames = [item.frame for item in source.items()]
-    assert [f.rank for f in frames] == [0, 0, 1, 1, 2, 2]
-    assert [f.camera for f in frames] == ['cam0', 'cam1'] * 3
-    assert all(f.pose is None for f in frames)
-    # Body poses at the image stamps: the camera pose is body pose x T_BS.
-    stamps = [f.stamp_ns for f in frames[::2]]
-    csv = tmp_path / 'state_groundtruth_estimate0' / 'data.csv'
-    csv.parent.mkdir()
-    csv.write_text('#timestamp,p_x,p_y,p_z,q_w,q_x,q_y,q_z\n' + ''.join(
-        f'{s},{i},0,0,1,0,0,0\n' for i, s in enumerate(stamps)))
-    frames = [item.frame for item in open_folder(tmp_path).items()]
-    from xfeat_ros.camera import read_euroc_extrinsics
-    t_bs = read_euroc_extrinsics(tmp_path / 'cam0_sensor.yaml')
-    np.testing.assert_allclose(frames[2].pose[:3, 3], t_bs[:3, 3] + [2, 0, 0])
-    with pytest.raises(MappingError, match='stereo'):
-        open_folder(tmp_path, CameraModel.from_parameters((1, 1, 1, 1)), stereo=True)
-
-
-# -- command line ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize('argv,words', [
@@ -338,7 +240,7 @@ def test_without_pycolmap_says_what_to_install(tmp_path, capsys, monkeypatch):
 # -- end to end on ../shared/data --------------------------------------------------------
 
 # top_k 2048 keeps the run short on a 2-core machine (mapping dominates); measured
-# 0.41 cm APE (4096: 0.38-0.49 cm, docs/mapping.md).
+# 0.37 cm APE (4096: 0.41-0.50 cm over seeds 0-2, docs/mapping.md).
 TUM_TOP_K = 2048
 TUM_ARGS = ['--pairing', 'sequential', '--seed', '0', '--top-k', str(TUM_TOP_K)]
 
@@ -355,6 +257,7 @@ def tum_map(shared_dir, weights_npz, tmp_path_factory):
 
 
 def test_tum_registers_every_frame_within_a_centimetre(tum_map):
+    import pycolmap
     code, out, summary = tum_map
     assert code == 0
     assert summary['total_images'] == 20 and summary['registered_images'] == 20
@@ -366,12 +269,18 @@ def test_tum_registers_every_frame_within_a_centimetre(tum_map):
     assert summary['seconds'] > 0 and summary['seed'] == 0
     assert summary['pairing'] == 'sequential' and summary['pairs'] == 86
     assert summary['cameras']['cam0']['model'] == 'FULL_OPENCV'
-    assert summary['cameras']['cam0']['params'][2:4] == [325.6, 250.2]
+    assert summary['cameras']['cam0']['params'][:4] == [520.9, 521.0, 325.6, 250.2]
+    # The reconstruction's camera, read back, is the calibration (COLMAP changed nothing).
+    assert summary['reconstruction_cameras'] == summary['cameras']
+    assert summary['mapper']['fixed_intrinsics'] is True and summary['intrinsics_changed'] == []
     assert summary['engine']['name'] == 'onnxruntime'
     stamps, poses = read_tum_trajectory(out / 'trajectory.txt')
     assert len(stamps) == 20 and stamps[0] == 1311868169163498000
     assert (out / 'trajectory.png').read_bytes()[:4] == b'\x89PNG'
     assert (out / summary['model'] / 'images.bin').is_file()
+    model = pycolmap.Reconstruction(str(out / summary['model']))
+    assert [list(c.params) for c in model.cameras.values()] == [
+        summary['cameras']['cam0']['params']]
 
 
 def test_database_reads_back_with_pycolmap(tum_map, shared_dir, cpu_pipeline):
@@ -384,7 +293,7 @@ def test_database_reads_back_with_pycolmap(tum_map, shared_dir, cpu_pipeline):
         images = {image.name: image for image in db.read_all_images()}
         assert len(images) == db.num_frames() == 20 and db.num_rigs() == 1
         camera = db.read_all_cameras()[0]
-        assert camera.model.name == 'FULL_OPENCV'
+        assert camera.model.name == 'FULL_OPENCV' and camera.has_prior_focal_length
         np.testing.assert_allclose(camera.params[:4], [520.9, 521.0, 325.6, 250.2])
         first = images['rgb/1311868169.163498.png']
         second = images['rgb/1311868169.263274.png']

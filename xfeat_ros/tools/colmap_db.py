@@ -4,8 +4,10 @@
 The COLMAP side of ``xfeat_map``, through pycolmap (4.2.1 API).
 
 * cameras: one per camera of the source, with its known intrinsics, held fixed
-  in every bundle adjustment; each camera has a trivial rig and every image
-  its own frame (COLMAP 4 keeps images in frames of rigs);
+  (:func:`pipeline_options`); each camera has a trivial rig and every image
+  its own frame (COLMAP 4 keeps images in frames of rigs); after mapping the
+  models' cameras are read back and compared with the written ones
+  (:func:`read_back_cameras`);
 * keypoints and matches are written as this package computes them, shifted
   by +0.5 px: COLMAP puts the centre of the first pixel at (0.5, 0.5), this
   package (like OpenCV and sensor_msgs/CameraInfo) at (0, 0), so the camera's
@@ -15,14 +17,14 @@ The COLMAP side of ``xfeat_map``, through pycolmap (4.2.1 API).
 * COLMAP's own SIFT (extraction and matching on the same pair list) for comparison.
 """
 
-import logging
-
 import numpy as np
 
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.map_sources import MappingError
 
-LOG = logging.getLogger('xfeat_map')
+LOG = package_logger('xfeat_map')
 PIXEL_CENTRE = 0.5  # COLMAP pixel (i, j) covers [i, i + 1): its centre is at i + 0.5
+PARAM_TOLERANCE = 1e-9  # read-back intrinsics further than this from the written ones changed
 INSTALL_HINT = ("xfeat_map needs pycolmap and evo: pip install 'pycolmap==4.2.1' "
                 "'evo==1.38.1' (or the package's extra: pip install '.[map]')")
 
@@ -91,11 +93,20 @@ class MapDatabase:
         name, params = colmap_camera(model)
         camera = self.pycolmap.Camera(model=name, width=int(width), height=int(height),
                                       params=params)
+        # Known intrinsics. Without this flag COLMAP takes the focal length for unknown:
+        # it verifies pairs with a fundamental matrix or a shared-focal solver instead
+        # of the essential matrix, and seeds the camera with the focal length that the
+        # starting pair's solver estimates, whatever the refinement options say.
+        camera.has_prior_focal_length = True
         camera.camera_id = self.db.write_camera(camera)
         rig = self.pycolmap.Rig()
         rig.add_ref_sensor(camera.sensor_id)
         self.cameras[key] = (camera.camera_id, self.db.write_rig(rig), camera)
         return camera.camera_id
+
+    def written_cameras(self):
+        """Return ``{key: pycolmap.Camera}`` of the cameras written."""
+        return {key: camera for key, (_, _, camera) in self.cameras.items()}
 
     def add_image(self, name, key):
         """Write image ``name`` of camera ``key`` in its own frame; returns its id."""
@@ -139,15 +150,18 @@ def two_view_options(pycolmap, seed):
     return options
 
 
-def pipeline_options(pycolmap, settings, image_root):
+def pipeline_options(pycolmap, settings, image_root, camera_ids=()):
     """
     Incremental mapping options: COLMAP's defaults with fixed intrinsics and seeds.
 
     ``settings``: dict with ``seed``, ``threads`` and ``init_min_tri_angle``
-    (degrees; COLMAP's default 16 is too much for the small baselines of
-    consecutive video frames, see docs/mapping.md for the measurement).
+    (degrees, the starting pair's minimum triangulation angle; see
+    docs/mapping.md). The intrinsics stay as written: no bundle adjustment
+    or pose refinement changes them, and the cameras ``camera_ids`` are
+    constant (COLMAP then neither estimates nor refines them).
     """
     options = pycolmap.IncrementalPipelineOptions()
+    options.constant_cameras = {int(c) for c in camera_ids}
     options.random_seed = int(settings['seed'])
     options.num_threads = int(settings['threads'])
     options.ba_refine_focal_length = False
@@ -185,18 +199,63 @@ def sift(pycolmap, database, image_root, names, pairs_path, seed, threads):
                                two_view_options(pycolmap, seed), device=pycolmap.Device.cpu)
 
 
-def incremental_mapping(pycolmap, database, image_root, out_dir, settings):
+def incremental_mapping(pycolmap, database, image_root, out_dir, settings, camera_ids=()):
     """
     Run COLMAP's incremental mapper; returns ``[(index, Reconstruction)]``, largest first.
 
-    COLMAP writes each model to ``out_dir/<index>/``.
+    COLMAP writes each model to ``out_dir/<index>/``; ``camera_ids`` are held constant.
     """
     pycolmap.set_random_seed(int(settings['seed']))
     out_dir.mkdir(parents=True, exist_ok=True)
     models = pycolmap.incremental_mapping(
         str(database), str(image_root or out_dir), str(out_dir),
-        pipeline_options(pycolmap, settings, image_root))
+        pipeline_options(pycolmap, settings, image_root, camera_ids))
     return sorted(models.items(), key=lambda item: item[1].num_reg_images(), reverse=True)
+
+
+def camera_record(camera):
+    """Return the JSON record of a pycolmap camera: ``{'model', 'params'}``."""
+    return {'model': camera.model.name, 'params': [float(v) for v in camera.params]}
+
+
+def _difference(written, found):
+    """Describe how camera ``found`` differs from ``written``, or return None."""
+    if found.model.name != written.model.name:
+        return f'model {written.model.name} -> {found.model.name}'
+    if (found.width, found.height) != (written.width, written.height):
+        return f'size {written.width}x{written.height} -> {found.width}x{found.height}'
+    before, after = np.asarray(written.params, float), np.asarray(found.params, float)
+    changed = np.flatnonzero(np.abs(after - before) > PARAM_TOLERANCE)
+    if not len(changed):
+        return None
+    names = str(written.params_info).replace(' ', '').split(',')
+    return ', '.join(f'{names[i] if i < len(names) else i} {before[i]:.10g} -> '
+                     f'{after[i]:.10g}' for i in changed)
+
+
+def read_back_cameras(models, written):
+    """
+    Read the cameras of the reconstructions back and compare them with the written ones.
+
+    ``models``: ``[(index, Reconstruction)]``, largest first; ``written``:
+    ``{key: pycolmap.Camera}`` as written to the database. Returns
+    ``(cameras, changes)``: ``{key: {'model', 'params'} or None}`` of the
+    largest model (None: the camera is not in it; all None without a
+    model), and ``['sparse/<index> <key>: what changed', ...]`` over every model.
+    """
+    cameras = dict.fromkeys(written)
+    changes = []
+    for rank, (index, model) in enumerate(models):
+        for key, camera in written.items():
+            if camera.camera_id not in model.cameras:
+                continue
+            found = model.cameras[camera.camera_id]
+            if rank == 0:
+                cameras[key] = camera_record(found)
+            difference = _difference(camera, found)
+            if difference is not None:
+                changes.append(f'sparse/{index} {key}: {difference}')
+    return cameras, changes
 
 
 def database_counts(pycolmap, database):

@@ -15,37 +15,34 @@ streams the frames in time order:
   ``sensor.yaml`` (``cam0_sensor.yaml`` beside ``cam0/`` also works); with
   ``stereo`` cam1 too, as a second camera; ground truth from
   ``state_groundtruth_estimate0/data.csv`` when present (body pose x T_BS);
-* KITTI odometry ``image_0/`` + ``calib.txt`` (P0) [+ ``poses.txt``, ``times.txt``];
+* KITTI odometry ``image_0/<frame>.png`` + ``calib.txt`` (P0) [+ ``times.txt``, and
+  ``poses.txt`` beside them or, in KITTI's own layout ``dataset/sequences/NN``,
+  ``dataset/poses/NN.txt``]: each image gets the pose and time of its frame number;
 * a rosbag2 bag with a ``sensor_msgs/Image`` topic (its CameraInfo when recorded);
 * a bag written by ``xfeat_offline``: its Keypoints are the features and its
   Matches the matches of consecutive frames, as they are.
 
 Ground truth is a camera-to-world 4x4 pose per frame (None where unknown).
-A TUM file (``--groundtruth``) can give it to any source with stamps.
+A TUM file (``--groundtruth``) can give it to any source with stamps. The
+dataset layouts are read by xfeat_eval's readers
+(:mod:`xfeat_ros.tools.evaluation.datasets`), the one home of each layout.
 """
 
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-import logging
 from pathlib import Path
-import re
 
 import numpy as np
 
 from xfeat_ros.camera import CameraModel, read_euroc_extrinsics
 from xfeat_ros.errors import ImageError, XFeatError
-from xfeat_ros.geometry import quaternion_to_matrix
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
+from xfeat_ros.logs import package_logger
+from xfeat_ros.tools.evaluation.datasets import (associate, pose_matrix, read_kitti,
+                                                 read_tum_trajectory, tum_camera)
 
-LOG = logging.getLogger('xfeat_map')
-MAX_STAMP_GAP_NS = 20_000_000  # ground truth further than 20 ms from an image is not its pose
-# Published TUM RGB-D calibrations (ROS default intrinsics for freiburg3: no distortion).
-TUM_CAMERAS = {
-    '1': ((517.3, 516.5, 318.6, 255.3), (0.2624, -0.9531, -0.0054, 0.0026, 1.1633)),
-    '2': ((520.9, 521.0, 325.1, 249.7), (0.2312, -0.7849, -0.0033, -0.0001, 0.9172)),
-    '3': ((535.4, 539.2, 320.1, 247.6), ()),
-}
+LOG = package_logger('xfeat_map')
 IMAGE_TYPE = 'sensor_msgs/msg/Image'
 INFO_TYPE = 'sensor_msgs/msg/CameraInfo'
 KEYPOINTS_TYPE = 'xfeat_ros_msgs/msg/Keypoints'
@@ -114,7 +111,8 @@ class Source:
     relative to (None for bags: images are written out when COLMAP needs them);
     ``count``: frames expected; ``topic``: the bag topic read; ``counts``:
     rejected frames by reason; ``bag_matches``: {(stamp0, stamp1): (idx0, idx1)}
-    of a features bag.
+    of a features bag; ``truth``: where the ground truth came from, or, with
+    none, where it was looked for (said in one line when no frame has a pose).
     """
 
     kind: str
@@ -127,6 +125,7 @@ class Source:
     topic: str = ''
     counts: Counter = field(default_factory=Counter)
     bag_matches: dict = field(default_factory=dict)
+    truth: str = 'give --groundtruth TUM_FILE'
 
     def items(self):
         """Yield :class:`Item` in time order."""
@@ -140,67 +139,6 @@ def _stamp_ns(text, unit):
         return None
 
 
-def pose_matrix(position, quat_xyzw):
-    """Camera-to-world 4x4 from a position [3] and a unit quaternion (x, y, z, w)."""
-    pose = np.eye(4)
-    pose[:3, :3] = quaternion_to_matrix(*quat_xyzw)
-    pose[:3, 3] = position
-    return pose
-
-
-def read_tum_trajectory(path):
-    """
-    Read a TUM trajectory file: ``(stamps_ns int64 [N], poses float64 [N, 4, 4])``, time order.
-
-    Lines are ``t tx ty tz qx qy qz qw`` or ``image_t gt_t tx ty tz qx qy qz qw``
-    (then keyed by the image stamp); ``#`` starts a comment.
-    """
-    rows = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MappingError(f'cannot read ground truth {path}: {exc}') from exc
-    for number, line in enumerate(lines, 1):
-        fields = line.replace(',', ' ').split()
-        if not fields or fields[0].startswith('#'):
-            continue
-        if len(fields) not in (8, 9):
-            raise MappingError(f'{path}:{number}: {len(fields)} fields (TUM needs 8, or 9 '
-                               'with the image stamp first)')
-        try:
-            values = [float(v) for v in fields[-7:]]
-        except ValueError as exc:
-            raise MappingError(f'{path}:{number}: not numbers ({exc})') from exc
-        stamp = _stamp_ns(fields[0], 10 ** 9)
-        if stamp is None:
-            raise MappingError(f'{path}:{number}: bad stamp {fields[0]!r}')
-        rows.append((stamp, pose_matrix(values[:3], values[3:])))
-    if not rows:
-        raise MappingError(f'{path}: no poses')
-    rows.sort(key=lambda row: row[0])
-    return np.array([r[0] for r in rows], dtype=np.int64), np.stack([r[1] for r in rows])
-
-
-def associate(stamp_ns, truth, max_gap_ns=MAX_STAMP_GAP_NS):
-    """Return the pose of ``truth`` (stamps, poses) nearest to ``stamp_ns`` within the gap."""
-    if truth is None or stamp_ns is None or not len(truth[0]):
-        return None
-    stamps, poses = truth
-    i = int(np.searchsorted(stamps, stamp_ns))
-    best = min((j for j in (i - 1, i) if 0 <= j < len(stamps)),
-               key=lambda j: abs(int(stamps[j]) - stamp_ns))
-    return poses[best] if abs(int(stamps[best]) - stamp_ns) <= max_gap_ns else None
-
-
-def tum_camera(folder):
-    """Return the published TUM camera of a folder named after fr1..fr3 (freiburgN), or None."""
-    found = re.search(r'(?:freiburg|fr)([123])(?![0-9])', Path(folder).resolve().name)
-    if not found:
-        return None
-    intrinsics, coeffs = TUM_CAMERAS[found.group(1)]
-    return CameraModel.from_parameters(intrinsics, 'plumb_bob' if coeffs else 'none', coeffs)
-
-
 def _euroc_layout(folder, camera):
     """(image folder, sensor yaml or None) of one EuRoC camera, or None when absent."""
     layouts = ((folder / camera, (folder / f'{camera}_sensor.yaml',
@@ -212,10 +150,15 @@ def _euroc_layout(folder, camera):
     return None
 
 
+def euroc_truth_candidates(folder):
+    """Where the ground truth of a EuRoC folder may be."""
+    return (folder / 'mav0' / 'state_groundtruth_estimate0' / 'data.csv',
+            folder / 'state_groundtruth_estimate0' / 'data.csv')
+
+
 def read_euroc_truth(folder, sensor_yaml):
     """Camera-to-world ground truth (stamps, poses) of EuRoC, or None without the csv."""
-    for csv in (folder / 'mav0' / 'state_groundtruth_estimate0' / 'data.csv',
-                folder / 'state_groundtruth_estimate0' / 'data.csv'):
+    for csv in euroc_truth_candidates(folder):
         if csv.is_file():
             break
     else:
@@ -232,36 +175,27 @@ def read_euroc_truth(folder, sensor_yaml):
 
 
 def _kitti(folder):
-    """(camera, [(stamp_ns or None, path, pose or None)]) of a KITTI odometry folder."""
-    projection = None
-    for line in (folder / 'calib.txt').read_text().splitlines():
-        if line.startswith('P0:'):
-            projection = np.array(line.split()[1:], dtype=np.float64).reshape(3, 4)
-    if projection is None:
-        raise MappingError(f'{folder / "calib.txt"}: no P0 line')
-    k = projection[:, :3]
-    camera = CameraModel.from_parameters((k[0, 0], k[1, 1], k[0, 2], k[1, 2]))
-    images = [p for _, p in list_sequence(folder / 'image_0')]
-    poses = [None] * len(images)
-    if (folder / 'poses.txt').is_file():
-        rows = [np.array(line.split(), dtype=np.float64).reshape(3, 4) for line in
-                (folder / 'poses.txt').read_text().splitlines() if line.strip()]
-        if len(rows) < len(images):
-            raise MappingError(f'{folder}: {len(images)} images but {len(rows)} poses')
-        poses = [np.vstack([row, (0.0, 0.0, 0.0, 1.0)]) for row in rows]
-    stamps = [None] * len(images)
-    if (folder / 'times.txt').is_file():
-        stamps = [_stamp_ns(line.strip(), 10 ** 9)
-                  for line in (folder / 'times.txt').read_text().splitlines() if line.strip()]
-    return camera, list(zip(stamps, images, poses))
+    """(camera, [(stamp_ns or None, path, pose or None)], truth) of a KITTI odometry folder."""
+    sequence = read_kitti(folder, need_poses=False)
+    if sequence.poses_path is not None:
+        truth = str(sequence.poses_path)
+    else:
+        truth = 'no poses, looked for ' + ' and '.join(str(c) for c in sequence.looked_for)
+    return sequence.camera, [(sequence.stamp_ns(n), path, sequence.pose(n))
+                             for n, path in sequence.images], truth
 
 
 def _folder_frames(folder, intrinsics, stereo):
-    """(kind, cameras, trajectory camera, [(camera, stamp, path, pose)]) of an image folder."""
+    """
+    (kind, cameras, trajectory camera, rows, truth) of an image folder.
+
+    ``rows``: [(camera, stamp, path, pose)]; ``truth``: where the ground truth
+    comes from, or where it was looked for.
+    """
     if (folder / 'image_0').is_dir() and (folder / 'calib.txt').is_file():
-        camera, rows = _kitti(folder)
+        camera, rows, truth = _kitti(folder)
         return 'kitti', {'image_0': intrinsics or camera}, 'image_0', \
-            [('image_0', s, p, pose) for s, p, pose in rows]
+            [('image_0', s, p, pose) for s, p, pose in rows], truth
     cam0 = _euroc_layout(folder, 'cam0')
     if cam0 is not None and not (folder / 'rgb').is_dir():
         names = ('cam0', 'cam1') if stereo else ('cam0',)
@@ -283,7 +217,13 @@ def _folder_frames(folder, intrinsics, stereo):
         if stereo and intrinsics is not None:
             raise MappingError('stereo EuRoC takes both calibrations from the sensor.yaml '
                                'files; drop --intrinsics')
-        return 'euroc', cameras, 'cam0', [(c, s, p, associate(s, t)) for c, s, p, t in rows]
+        found = next((c for c in euroc_truth_candidates(folder) if c.is_file()), None)
+        if found is None:
+            where = 'looked for ' + ' and '.join(map(str, euroc_truth_candidates(folder)))
+        else:
+            where = str(found) if truth is not None else f'{found} needs the cam0 sensor.yaml'
+        return ('euroc', cameras, 'cam0',
+                [(c, s, p, associate(s, t)) for c, s, p, t in rows], where)
     if stereo:
         raise MappingError(f'{folder}: --stereo needs a EuRoC folder (cam0/ and cam1/)')
     frames = list_sequence(folder)
@@ -292,11 +232,14 @@ def _folder_frames(folder, intrinsics, stereo):
     if camera is None:
         raise MappingError(f'{folder}: no calibration known for this {kind} folder; give '
                            '--intrinsics FX FY CX CY (and --distortion) or --camera-yaml')
-    truth = None
-    if kind == 'tum' and (folder / 'groundtruth.txt').is_file():
-        truth = read_tum_trajectory(folder / 'groundtruth.txt')
+    truth, where = None, 'a plain folder has none; give --groundtruth TUM_FILE'
+    if kind == 'tum':
+        where = f'looked for {folder / "groundtruth.txt"}'
+        if (folder / 'groundtruth.txt').is_file():
+            truth = read_tum_trajectory(folder / 'groundtruth.txt')
+            where = str(folder / 'groundtruth.txt')
     return kind, {'cam0': camera}, 'cam0', [('cam0', s, p, associate(s, truth))
-                                            for s, p in frames]
+                                            for s, p in frames], where
 
 
 def _rank(rows):
@@ -319,7 +262,7 @@ def reject(source, name, exc):
 def open_folder(folder, intrinsics=None, stereo=False, truth=None, max_frames=0):
     """Open an image folder (plain, TUM, EuRoC, KITTI) as a :class:`Source`."""
     folder = Path(folder)
-    kind, cameras, main, rows = _folder_frames(folder, intrinsics, stereo)
+    kind, cameras, main, rows, where = _folder_frames(folder, intrinsics, stereo)
     ranked = _rank(rows)
     if max_frames > 0:
         ranked = [r for r in ranked if r[0] < max_frames]
@@ -339,7 +282,8 @@ def open_folder(folder, intrinsics=None, stereo=False, truth=None, max_frames=0)
                 continue
             yield Item(frame, RawImage.from_pixels(pixels, encoding))
 
-    return Source(kind, folder, cameras, main, folder, len(frames), produce)
+    return Source(kind, folder, cameras, main, folder, len(frames), produce,
+                  truth=where if truth is None else '--groundtruth')
 
 
 def is_image_folder(path):

@@ -14,7 +14,8 @@ fixed intrinsics, fixed seeds) and writes into DIR:
 * ``database.db``, ``pairs.txt``, ``sparse/<k>/`` (COLMAP models),
 * ``trajectory.txt`` (TUM format, the largest model's camera poses),
 * ``summary.json`` (registered and total images, mean reprojection error,
-  mean track length, seconds, and with ground truth ``ape_rmse_m`` and
+  mean track length, seconds, the cameras written and those read back from
+  the reconstruction, and with ground truth ``ape_rmse_m`` and
   ``rpe_rotation_deg`` computed by evo after Sim(3) alignment),
 * ``trajectory.png`` (estimate vs ground truth).
 
@@ -25,6 +26,11 @@ COLMAP's scale/rotation ambiguity unresolved, see docs/mapping.md), or every
 pair (``exhaustive``; the ``auto`` choice for small sets). With
 ``--features sift`` COLMAP's own SIFT runs on the same frames, cameras and
 pairs instead, for comparison. Needs the ``map`` extra (pycolmap, evo).
+
+The intrinsics are the source's calibration and stay as they are: a
+reconstruction whose cameras read back different is an error (exit 1, the
+outputs written, the difference in ``summary.json`` and on stderr). A source
+without ground truth says so in one line (where it was looked for).
 """
 
 import argparse
@@ -42,12 +48,13 @@ from xfeat_ros.camera import CameraModel, MODELS
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import ImageError, XFeatError
+from xfeat_ros.logs import package_logger
 from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.tools import colmap_db, trajectory
-from xfeat_ros.tools.map_sources import (is_image_folder, MappingError, open_folder,
-                                         read_tum_trajectory, reject)
+from xfeat_ros.tools.evaluation.datasets import read_tum_trajectory
+from xfeat_ros.tools.map_sources import is_image_folder, MappingError, open_folder, reject
 
-LOG = logging.getLogger('xfeat_map')
+LOG = package_logger('xfeat_map')
 FEATURES = ('xfeat', 'sift')
 PAIRINGS = ('auto', 'sequential', 'exhaustive')
 BACKENDS = ('onnxruntime', 'auto', 'pytorch', 'tensorrt', 'onnxruntime_cuda')
@@ -188,14 +195,18 @@ def open_any(args):
         if args.stereo:
             raise MappingError('--stereo is for EuRoC folders; a bag gives one image topic')
         from xfeat_ros.tools.map_bags import open_bag
-        return open_bag(args.source, args.topic, intrinsics, truth, args.max_frames,
-                        prefer_features=args.features == 'xfeat')
-    if is_image_folder(args.source):
+        source = open_bag(args.source, args.topic, intrinsics, truth, args.max_frames,
+                          prefer_features=args.features == 'xfeat')
+    elif is_image_folder(args.source):
         if args.topic:
             raise MappingError('--topic is for bags; SOURCE is an image folder')
-        return open_folder(args.source, intrinsics, args.stereo, truth, args.max_frames)
-    raise MappingError(f'{args.source} is neither an image folder (plain, TUM, EuRoC, KITTI) '
-                       'nor a rosbag2 bag')
+        source = open_folder(args.source, intrinsics, args.stereo, truth, args.max_frames)
+    else:
+        raise MappingError(f'{args.source} is neither an image folder (plain, TUM, EuRoC, '
+                           'KITTI) nor a rosbag2 bag')
+    if args.groundtruth:
+        source.truth = str(args.groundtruth)
+    return source
 
 
 def _versions(pycolmap, evo):
@@ -257,6 +268,10 @@ def run(args, command='xfeat_map'):
     frames = stage.run(with_features=args.features == 'xfeat')
     database.close()
     seconds['features_and_matching'] = time.perf_counter() - tick
+    with_truth = sum(f.pose is not None for f in frames)
+    if frames and not with_truth:
+        LOG.warning('%s: no frame has a ground-truth pose (%s): APE and RPE not computed',
+                    source.path, source.truth)
     if len(frames) < 2:
         raise MappingError(f'{source.path}: {len(frames)} usable frame(s); mapping needs 2 '
                            'or more')
@@ -271,9 +286,12 @@ def run(args, command='xfeat_map'):
         colmap_db.verify(pycolmap, database.path, pairs_path, args.seed)
     seconds['colmap_features_or_verification'] = time.perf_counter() - tick
     tick = time.perf_counter()
+    written = database.written_cameras()
     models = colmap_db.incremental_mapping(pycolmap, database.path, image_root,
-                                           out / 'sparse', settings)
+                                           out / 'sparse', settings,
+                                           [c.camera_id for c in written.values()])
     seconds['mapping'] = time.perf_counter() - tick
+    read_back, changed = colmap_db.read_back_cameras(models, written)
     found, rows = _reconstruction_summary(models, frames, source)
     scores = trajectory.score(rows) if rows else None
     (out / 'trajectory.txt').write_text(trajectory.tum_text(rows))
@@ -283,14 +301,17 @@ def run(args, command='xfeat_map'):
         'features': args.features, 'total_images': len(frames), **found,
         'seconds': None, 'seconds_by_stage': seconds,
         'ape_rmse_m': None, 'rpe_rotation_deg': None,
-        'ground_truth_frames': sum(f.pose is not None for f in frames),
+        'ground_truth': source.truth if with_truth else None,
+        'ground_truth_frames': with_truth,
         'seed': args.seed, 'pairing': mode, 'window': window,
         'max_gap': None if window is None else args.max_gap, 'pairs': len(stage.pairs),
         'database': colmap_db.database_counts(pycolmap, database.path),
         'mapper': {'init_min_tri_angle': args.init_min_tri_angle,
-                   'fixed_intrinsics': True, 'threads': settings['threads']},
-        'cameras': {key: {'model': name, 'params': params} for key, (name, params) in
-                    ((k, colmap_db.colmap_camera(m)) for k, m in source.cameras.items())},
+                   'constant_cameras': sorted(c.camera_id for c in written.values()),
+                   'fixed_intrinsics': (not changed) if models else None,
+                   'threads': settings['threads']},
+        'cameras': {key: colmap_db.camera_record(camera) for key, camera in written.items()},
+        'reconstruction_cameras': read_back, 'intrinsics_changed': changed,
         'engine': None if engine is None else {
             'name': engine.name, 'device': engine.device,
             'top_k': args.top_k, 'threshold': args.threshold, 'weights': args.weights},
@@ -307,6 +328,9 @@ def run(args, command='xfeat_map'):
     summary['seconds'] = time.perf_counter() - started
     with open(out / 'summary.json', 'w') as handle:
         json.dump(summary, handle, indent=1)
+    if changed:
+        raise MappingError(f'COLMAP changed the intrinsics ({"; ".join(changed)}): the '
+                           f'trajectory is not trustworthy (see {out / "summary.json"})')
     return summary
 
 

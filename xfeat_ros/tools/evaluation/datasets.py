@@ -1,19 +1,27 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 """
-The inputs of ``xfeat_eval``: dataset layouts and their ground truth.
+The dataset readers of ``xfeat_eval`` and ``xfeat_map``: layouts and their ground truth.
 
 :func:`load_dataset` recognises a folder or a pair list (:data:`LAYOUTS`) and
 returns a :class:`Dataset`: homography pairs (HPatches, Oxford) or pose frames
 (TUM RGB-D, KITTI odometry) with their camera (a
 :class:`~xfeat_ros.camera.CameraModel`), or the pairs of a pose pair list
 (:mod:`xfeat_ros.pair_lists`).
+
+The readers of the sequence layouts are shared with ``xfeat_map``
+(:mod:`xfeat_ros.tools.map_sources`): TUM trajectory files and their
+association to image stamps (:func:`read_tum_trajectory`, :func:`associate`),
+the published TUM calibrations (:func:`tum_camera`) and KITTI odometry
+sequences (:func:`read_kitti`: each image gets the pose and time of its frame
+number, in the flat layout or in KITTI's own ``dataset/sequences/NN`` with
+``dataset/poses/NN.txt``).
 """
 
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-import logging
 from pathlib import Path
+import re
 
 import numpy as np
 
@@ -21,13 +29,20 @@ from xfeat_ros.camera import CameraModel
 from xfeat_ros.errors import CameraModelError, DatasetError
 from xfeat_ros.geometry import quaternion_to_matrix
 from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence
+from xfeat_ros.logs import package_logger
 from xfeat_ros.pair_lists import is_pair_list, read_pair_list
 
-LOG = logging.getLogger('xfeat_eval')
+LOG = package_logger('xfeat_eval')
 
-TUM_FR2 = {'fx': 520.9, 'fy': 521.0, 'cx': 325.1, 'cy': 249.7,
-           'dist': [0.2312, -0.7849, -0.0033, -0.0001, 0.9172]}
-TUM_MAX_STAMP_GAP_S = 0.02  # association of images to 8-column ground truth
+# Published TUM RGB-D calibrations (ROS default intrinsics for freiburg3: no distortion).
+TUM_CAMERAS = {
+    '1': ((517.3, 516.5, 318.6, 255.3), (0.2624, -0.9531, -0.0054, 0.0026, 1.1633)),
+    '2': ((520.9, 521.0, 325.1, 249.7), (0.2312, -0.7849, -0.0033, -0.0001, 0.9172)),
+    '3': ((535.4, 539.2, 320.1, 247.6), ()),
+}
+TUM_FR2 = {**dict(zip(('fx', 'fy', 'cx', 'cy'), TUM_CAMERAS['2'][0])),
+           'dist': list(TUM_CAMERAS['2'][1])}
+MAX_STAMP_GAP_NS = 20_000_000  # ground truth further than 20 ms from an image is not its pose
 
 
 @dataclass
@@ -111,70 +126,119 @@ def homography_pairs(folder):
     return layout, pairs
 
 
-def _stamp_ns(text):
+def _stamp_ns(text, unit=10 ** 9):
     try:
-        return int(Decimal(text) * 10 ** 9)
+        return int(Decimal(text) * unit)
     except InvalidOperation:
         return None
 
 
-def _tum_pose(values):
-    tx, ty, tz, qx, qy, qz, qw = (float(v) for v in values)
-    return quaternion_to_matrix(qx, qy, qz, qw), np.array([tx, ty, tz])
+def pose_matrix(position, quat_xyzw):
+    """Camera-to-world 4x4 from a position [3] and a unit quaternion (x, y, z, w)."""
+    pose = np.eye(4)
+    pose[:3, :3] = quaternion_to_matrix(*quat_xyzw)
+    pose[:3, 3] = position
+    return pose
+
+
+def read_tum_trajectory(path):
+    """
+    Read a TUM trajectory file: ``(stamps_ns int64 [N], poses float64 [N, 4, 4])``, time order.
+
+    Lines are ``t tx ty tz qx qy qz qw`` or ``image_t gt_t tx ty tz qx qy qz qw``
+    (then keyed by the image stamp); ``#`` starts a comment. Raises
+    :class:`DatasetError` for an unreadable file or line, or a file without poses.
+    """
+    rows = []
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f'cannot read ground truth {path}: {exc}') from exc
+    for number, line in enumerate(lines, 1):
+        fields = line.replace(',', ' ').split()
+        if not fields or fields[0].startswith('#'):
+            continue
+        if len(fields) not in (8, 9):
+            raise DatasetError(f'{path}:{number}: {len(fields)} fields (TUM needs 8, or 9 '
+                               'with the image stamp first)')
+        try:
+            values = [float(v) for v in fields[-7:]]
+        except ValueError as exc:
+            raise DatasetError(f'{path}:{number}: not numbers ({exc})') from exc
+        stamp = _stamp_ns(fields[0])
+        if stamp is None:
+            raise DatasetError(f'{path}:{number}: bad stamp {fields[0]!r}')
+        rows.append((stamp, pose_matrix(values[:3], values[3:])))
+    if not rows:
+        raise DatasetError(f'{path}: no poses')
+    rows.sort(key=lambda row: row[0])
+    return np.array([r[0] for r in rows], dtype=np.int64), np.stack([r[1] for r in rows])
+
+
+def associate(stamp_ns, truth, max_gap_ns=MAX_STAMP_GAP_NS):
+    """Return the pose of ``truth`` (stamps, poses) nearest to ``stamp_ns`` within the gap."""
+    if truth is None or stamp_ns is None or not len(truth[0]):
+        return None
+    stamps, poses = truth
+    i = int(np.searchsorted(stamps, stamp_ns))
+    best = min((j for j in (i - 1, i) if 0 <= j < len(stamps)),
+               key=lambda j: abs(int(stamps[j]) - stamp_ns))
+    return poses[best] if abs(int(stamps[best]) - stamp_ns) <= max_gap_ns else None
+
+
+def tum_camera(folder):
+    """Return the published TUM camera of a folder named after fr1..fr3 (freiburgN), or None."""
+    found = re.search(r'(?:freiburg|fr)([123])(?![0-9])', Path(folder).resolve().name)
+    if not found:
+        return None
+    intrinsics, coeffs = TUM_CAMERAS[found.group(1)]
+    return CameraModel.from_parameters(intrinsics, 'plumb_bob' if coeffs else 'none', coeffs)
 
 
 def tum_frames(folder):
     """
     Return the frames of a TUM RGB-D folder that have a ground-truth pose, in time order.
 
-    ``groundtruth.txt`` lines are either ``image_ts gt_ts tx ty tz qx qy qz qw``
-    (one per image, matched by the image stamp) or the TUM original
-    ``ts tx ty tz qx qy qz qw`` (the nearest pose within 20 ms is taken).
-    Raises :class:`DatasetError` when the file is missing or no image has a pose.
+    ``groundtruth.txt`` (:func:`read_tum_trajectory`) lines are either
+    ``image_ts gt_ts tx ty tz qx qy qz qw`` (one per image, matched by the
+    image stamp) or the TUM original ``ts tx ty tz qx qy qz qw`` (the nearest
+    pose within 20 ms is taken). Raises :class:`DatasetError` when the file is
+    missing or no image has a pose.
     """
     folder = Path(folder)
     gt_path = folder / 'groundtruth.txt'
     if not gt_path.is_file():
         raise DatasetError(f'{folder}: TUM layout needs {gt_path.name} (camera poses)')
-    by_image, by_time = {}, []
-    for line in gt_path.read_text().splitlines():
-        fields = line.split()
-        if not fields or fields[0].startswith('#'):
-            continue
-        if len(fields) == 9:
-            by_image[_stamp_ns(fields[0])] = _tum_pose(fields[2:])
-        elif len(fields) == 8:
-            by_time.append((_stamp_ns(fields[0]), _tum_pose(fields[1:])))
-        else:
-            raise DatasetError(f'{gt_path}: a line with {len(fields)} fields (expected 8 or 9)')
-    stamps = np.array(sorted(s for s, _ in by_time), dtype=np.int64)
-    poses = dict(by_time)
+    truth = read_tum_trajectory(gt_path)
     frames = []
     for stamp, path in list_sequence(folder):
-        pose = by_image.get(stamp)
-        if pose is None and stamps.size:
-            nearest = stamps[np.argmin(np.abs(stamps - stamp))]
-            if abs(int(nearest) - stamp) <= TUM_MAX_STAMP_GAP_S * 1e9:
-                pose = poses[int(nearest)]
+        pose = associate(stamp, truth)
         if pose is None:
             LOG.warning('%s: no ground-truth pose for %s, skipped', folder, path.name)
             continue
-        frames.append(PoseFrame(path.stem, path, pose[0], pose[1]))
+        frames.append(PoseFrame(path.stem, path, pose[:3, :3].copy(), pose[:3, 3].copy()))
     if not frames:
         raise DatasetError(f'{gt_path}: no image of {folder} has a ground-truth pose')
     return frames
 
 
-def kitti_poses_file(folder):
+def kitti_pose_candidates(folder):
     """
-    Return the poses file of a KITTI sequence folder; DatasetError saying where it looked.
+    Where the poses of a KITTI sequence folder may be, in the order they are looked for.
 
     ``poses.txt`` in the folder, or KITTI's own layout: for
     ``<root>/sequences/NN`` the file ``<root>/poses/NN.txt``.
     """
+    folder = Path(folder)
     candidates = [folder / 'poses.txt']
     if folder.parent.name == 'sequences':
         candidates.append(folder.parent.parent / 'poses' / f'{folder.name}.txt')
+    return candidates
+
+
+def kitti_poses_file(folder):
+    """Return the poses file of a KITTI sequence folder; DatasetError saying where it looked."""
+    candidates = kitti_pose_candidates(folder)
     for candidate in candidates:
         if candidate.is_file():
             return candidate
@@ -182,47 +246,113 @@ def kitti_poses_file(folder):
                        + ' and '.join(str(c) for c in candidates))
 
 
-def kitti_frames(folder):
+@dataclass
+class KittiSequence:
     """
-    Return ``(frames, camera)`` of a KITTI odometry sequence folder.
+    A KITTI odometry sequence, by frame number.
 
-    ``image_0/<frame>.png`` (frame numbers as names, 000000.png ...), the poses
-    (:func:`kitti_poses_file`: line k is the 3x4 ``[R | t]`` camera-to-world
-    pose of frame k) and ``calib.txt`` with the ``P0:`` projection (rectified
-    images: no distortion). Each image gets the pose of its frame number, not
-    of its position in the folder, so a folder holding frames 100-119 gets
-    poses 100-119. Raises :class:`DatasetError` for a missing file, an image
-    name that is not a frame number, or a frame the poses do not reach.
+    ``images``: ``[(frame number, path)]`` in frame order; ``poses``: float64
+    [3, 4] ``[R | t]`` camera-to-world per frame number (line k of the poses
+    file is frame k), or None without a poses file; ``stamps_ns``: int per
+    frame number (line k of ``times.txt``), or None without it;
+    ``poses_path``: the file read, or None; ``looked_for``: where the poses
+    were looked for.
+    """
+
+    folder: Path
+    camera: CameraModel
+    images: list
+    poses: list = None
+    stamps_ns: list = None
+    poses_path: Path = None
+    looked_for: tuple = ()
+
+    def pose(self, number):
+        """Return frame ``number``'s camera-to-world 4x4 pose, or None without poses."""
+        if self.poses is None:
+            return None
+        return np.vstack([self.poses[number], (0.0, 0.0, 0.0, 1.0)])
+
+    def stamp_ns(self, number):
+        """Return frame ``number``'s time (ns), or None without ``times.txt``."""
+        return None if self.stamps_ns is None else self.stamps_ns[number]
+
+
+def read_kitti(folder, need_poses=True):
+    """
+    Read a KITTI odometry sequence folder as a :class:`KittiSequence`.
+
+    ``image_0/<frame>.png`` (frame numbers as names, 000000.png ...),
+    ``calib.txt`` with the ``P0:`` projection (rectified images: no
+    distortion), the poses (:func:`kitti_pose_candidates`; required when
+    ``need_poses``) and ``times.txt`` when present. Each image gets the pose
+    and time of its frame number, not of its position in the folder, so a
+    folder holding frames 100-119 gets poses 100-119. Raises
+    :class:`DatasetError` for a missing file, an image name that is not a
+    frame number, or a frame the poses or times do not reach.
     """
     folder = Path(folder)
     calib = folder / 'calib.txt'
     if not calib.is_file():
         raise DatasetError(f'{folder}: KITTI layout needs {calib.name} (P0: projection)')
-    poses_path = kitti_poses_file(folder)
+    poses_path = next((c for c in kitti_pose_candidates(folder) if c.is_file()), None)
+    if poses_path is None and need_poses:
+        kitti_poses_file(folder)  # raises, saying where it looked
     projection = None
     for line in calib.read_text().splitlines():
         if line.startswith('P0:'):
             projection = _kitti_numbers(line.split()[1:], 12, calib, 'P0').reshape(3, 4)
     if projection is None:
         raise DatasetError(f'{calib}: no P0 line')
-    poses = [_kitti_numbers(line.split(), 12, poses_path, f'line {k + 1}').reshape(3, 4)
-             for k, line in enumerate(poses_path.read_text().splitlines()) if line.strip()]
-    frames = []
-    for _, path in list_sequence(folder / 'image_0'):
-        if not path.stem.isdigit():
-            raise DatasetError(f'{path}: KITTI images are named by frame number '
-                               '(000000.png, 000001.png, ...)')
-        number = int(path.stem)
-        if number >= len(poses):
-            raise DatasetError(f'{path} is frame {number}, but {poses_path} holds the poses '
-                               f'of frames 0-{len(poses) - 1} only')
-        pose = poses[number]
-        frames.append(PoseFrame(path.stem, path, pose[:, :3], pose[:, 3]))
     try:
         camera = CameraModel(projection[:, :3].copy())
     except CameraModelError as exc:
         raise DatasetError(f'{calib}: P0 is not a pinhole projection ({exc})') from exc
-    return frames, camera
+    images = []
+    for _, path in list_sequence(folder / 'image_0'):
+        if not path.stem.isdigit():
+            raise DatasetError(f'{path}: KITTI images are named by frame number '
+                               '(000000.png, 000001.png, ...)')
+        images.append((int(path.stem), path))
+    sequence = KittiSequence(folder, camera, images, poses_path=poses_path,
+                             looked_for=tuple(kitti_pose_candidates(folder)))
+    if poses_path is not None:
+        sequence.poses = [_kitti_numbers(line.split(), 12, poses_path,
+                                         f'line {k + 1}').reshape(3, 4)
+                          for k, line in enumerate(poses_path.read_text().splitlines())
+                          if line.strip()]
+        _check_reach(images, len(sequence.poses), poses_path, 'poses')
+    times = folder / 'times.txt'
+    if times.is_file():
+        sequence.stamps_ns = []
+        for k, line in enumerate(t for t in times.read_text().splitlines() if t.strip()):
+            stamp = _stamp_ns(line.strip())
+            if stamp is None:
+                raise DatasetError(f'{times} line {k + 1}: not a time in seconds: {line!r}')
+            sequence.stamps_ns.append(stamp)
+        _check_reach(images, len(sequence.stamps_ns), times, 'times')
+    return sequence
+
+
+def _check_reach(images, count, path, what):
+    for number, image in images:
+        if number >= count:
+            raise DatasetError(f'{image} is frame {number}, but {path} holds the {what} '
+                               f'of frames 0-{count - 1} only')
+
+
+def kitti_frames(folder):
+    """
+    Return ``(frames, camera)`` of a KITTI odometry sequence folder (:func:`read_kitti`).
+
+    Every frame needs its pose: a folder without poses is a :class:`DatasetError`.
+    """
+    sequence = read_kitti(folder, need_poses=True)
+    frames = []
+    for number, path in sequence.images:
+        pose = sequence.pose(number)
+        frames.append(PoseFrame(path.stem, path, pose[:3, :3], pose[:3, 3]))
+    return frames, sequence.camera
 
 
 def _kitti_numbers(values, count, path, what):
