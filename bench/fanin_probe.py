@@ -3,16 +3,18 @@
 """
 Several writers of large Keypoints into one subscriber process, per Fast DDS profile.
 
-The question (bench/NOTES.md, nineteenth session): at 8 cameras as fast as
-possible one subscriber process received fewer Keypoints with the shipped
-profile (shared memory) than with Fast DDS's defaults, the samples reaching its
-reader ~14 ms after they were written. Here ``--writers`` publisher processes
+What a subscriber of several cameras' Keypoints sees when publishers join: the
+~0.3 s reception pause of docs/transport.md (Limits), made by Fast DDS's shared-
+memory port health check. Here ``--writers`` publisher processes
 each write a Keypoints message of ``--keypoints`` keypoints at ``--rate`` Hz
 for ``--seconds`` (reliable, depth 10, as the node's), and one subscriber
 process (xfeat_bench's collector, rcl's take into a kept buffer) counts what
 arrives and how late; every process loads the profile under test.
 
-    python bench/fanin_probe.py --profiles shipped,/tmp/shm_q.xml --writers 4 --rate 60
+    python bench/fanin_probe.py --profiles shipped --writers 4 --rate 30 --seconds 5 \
+        --repeat 5 --json out.json
+
+The runs behind the published figures are in bench/results/cpu-2vcpu/join_pause.json.
 """
 
 import argparse

@@ -2,16 +2,14 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 #
-# The one script run on the GPU machine (device tool) per call:
+# The GPU checks, on the GPU machine:
 #   1. installs carried wheels from .whl/ if there are any (into /tmp/site),
-#   2. runs the GPU test suite (pytest -m gpu) and the NVRTC compile test,
-#   3. runs the timing (bench/gpu_timing.py: ours at 1, 8 and 32 frames in
-#      flight, stage times, with TIMING_ARGS=--profile the device time per part
-#      and backbone options; upstream XFeat from .upstream/ side by side).
-# Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, carried).
-# Everything lands in $OUT: gpu.txt, pytest.log, junit_gpu.xml,
-# junit_compile.xml, gpu_parity.json, timing.log, timing.json.
-# Usage: bash bench/gpu_check.sh [tests|timing|all] [extra pytest args...]
+#   2. runs the GPU test suite (pytest -m gpu: golden parity, kernels, engine, batches,
+#      matchers, backbone, armed frames) and the NVRTC compile test of every kernel variant.
+# Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, bench/make_devshared.sh).
+# Everything lands in $OUT: gpu.txt, pytest.log, junit_gpu.xml, junit_compile.xml,
+# gpu_parity.json. The node tests on the GPU engine: bench/gpu_node_check.sh.
+# Usage: bash bench/gpu_check.sh [all|tests] [extra pytest args...]   (both run everything)
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
@@ -19,6 +17,10 @@ OUT="${OUT:-/tmp/xfeat_gpu_check}"
 mkdir -p "${OUT}"
 WHAT="${1:-all}"
 shift || true
+if [[ "${WHAT}" != tests && "${WHAT}" != all ]]; then
+  echo "gpu_check: unknown argument '${WHAT}' (all or tests)"
+  exit 2
+fi
 export PYTHONUNBUFFERED=1
 export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-${PWD}/.devshared}"
 export XFEAT_ROS_REPORT_DIR="${OUT}"
@@ -35,23 +37,14 @@ export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
   python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
 } 2>&1 | tee "${OUT}/gpu.txt"
 
-rc_tests=0
-rc_timing=0
-if [[ "${WHAT}" == tests || "${WHAT}" == all ]]; then
-  python3 -m pytest -m gpu test/test_parity.py test/test_gpu_kernels.py test/test_gpu_engine.py \
-    test/test_gpu_batch.py test/test_gpu_match.py test/test_gpu_match_pairs.py \
-    test/test_gpu_backbone.py test/test_gpu_armed.py -q -rs \
-    -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
-  rc_tests=$?
-  python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \
-    --junitxml="${OUT}/junit_compile.xml" 2>&1 | tee -a "${OUT}/pytest.log"
-  rc_compile=$?
-  [[ ${rc_compile} -ne 0 ]] && rc_tests=${rc_compile}
-fi
-if [[ "${WHAT}" == timing || "${WHAT}" == all ]]; then
-  python3 bench/gpu_timing.py --shared "${XFEAT_ROS_SHARED}" --upstream .upstream \
-    --out "${OUT}/timing.json" ${TIMING_ARGS:-} 2>&1 | tee "${OUT}/timing.log"
-  rc_timing=$?
-fi
-echo "gpu_check: tests rc=${rc_tests} timing rc=${rc_timing}"
-exit $(( rc_tests != 0 ? rc_tests : rc_timing ))
+python3 -m pytest -m gpu test/test_parity.py test/test_gpu_kernels.py test/test_gpu_engine.py \
+  test/test_gpu_batch.py test/test_gpu_match.py test/test_gpu_match_pairs.py \
+  test/test_gpu_backbone.py test/test_gpu_armed.py -q -rs \
+  -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
+rc_tests=$?
+python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \
+  --junitxml="${OUT}/junit_compile.xml" 2>&1 | tee -a "${OUT}/pytest.log"
+rc_compile=$?
+[[ ${rc_compile} -ne 0 ]] && rc_tests=${rc_compile}
+echo "gpu_check: tests rc=${rc_tests}"
+exit "${rc_tests}"

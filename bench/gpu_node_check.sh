@@ -6,16 +6,16 @@
 # cp312 ROS 2 wheels carried in .whl/ into the machine's Python (which has
 # torch and cupy), build xfeat_ros_msgs with CMake, then run the GPU node tests.
 #
-# Here, once:   echo /.whl/ >> .git/info/exclude   and download the wheels (see
-#               the README, "GPU"); the test data travel in .devshared/.
+# Here, once:   bash bench/fetch_gpu_wheels.sh   (the wheels into .whl/, git-ignored);
+#               the test data travel in .devshared/ (bash bench/make_devshared.sh).
 # Device calls (the carry limit is 64 MiB, so wheels and data travel in two calls
 # to one warm machine; the installed wheels stay in its Python between calls):
 #   run(command="bash bench/gpu_node_check.sh --co -q", carry=[".whl"])   # install
 #   run(command="bash bench/gpu_node_check.sh", carry=[".devshared"])     # test
-# When .whl and the tracked tree together pass 64 MiB (51 MB of wheels and a 21.5 MB tree
-# in the seventh session of 2026-12-02), the wheels go in two calls: the first carries
-# most of .whl and runs `mkdir -p /tmp/whl && cp .whl/* /tmp/whl/`, the second carries the
-# rest as .whl; this script merges /tmp/whl into .whl before installing.
+# When .whl and the tracked tree together pass 64 MiB (the wheels are ~51 MB), the wheels
+# go in two calls: the first carries part of them as .whl1 and runs
+# `mkdir -p /tmp/whl && cp .whl1/* /tmp/whl/`, the second carries the rest as .whl; this
+# script merges /tmp/whl into .whl before installing.
 # Arguments: test files / pytest arguments (default: every end-to-end node test).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,7 +3,7 @@
 """
 How long a publisher's publish() takes when subscribers join, per Fast DDS profile.
 
-The question (bench/NOTES.md, twentieth session): the first write into a new
+The question (docs/transport.md, Limits): the first write into a new
 participant's shared-memory port runs Fast DDS's port health check, which can wait
 a third of ``healthy_check_timeout_ms`` (333 ms by default). Here one writer process
 publishes a 4096-keypoint Keypoints at ``--rate`` Hz (reliable, depth 10, as the
@@ -11,7 +11,7 @@ node) and times every publish(); the parent starts ``--joins`` subscriber proces
 one after another (each waits for its first message, stays ``--stay`` s, ends) and
 prints the writer's slowest publish() calls. Every process loads the profile.
 
-    python bench/join_probe.py --profiles shipped,/tmp/hc150.xml --joins 5
+    python bench/join_probe.py --profiles shipped --joins 12 --json out.json
 """
 
 import argparse

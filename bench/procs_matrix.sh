@@ -2,10 +2,10 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 #
-# xfeat_bench node runs over several node processes with CUDA MPS, in one call of the
-# device tool (after the wheels: call A carry .whl1 `mkdir -p /tmp/whl && cp .whl1/* /tmp/whl/`,
-# then this with carry .whl):
-#     RUNS="rgb8:shipped:8x120:4 rgb8:shipped:8xmax:8:rclpy" OUT=$OUT/p bash bench/procs_matrix.sh
+# xfeat_bench node runs over several node processes with CUDA MPS (the node matrix and the
+# port-queue table of docs/performance.md and docs/transport.md), on the GPU machine; the ROS
+# wheels are carried in .whl/ (installed through bench/gpu_node_check.sh):
+#     RUNS="rgb8:shipped:8x120:4 rgb8:shipped:8xmax:8" OUT=/tmp/procs bash bench/procs_matrix.sh
 # RUNS: ENCODING:PROFILE:CONFIG:NODE_PROCESSES[:COLLECTOR_TAKE[:QUEUE_SIZE]] words (PROFILE 'shipped',
 # a file, or 'default' = Fast DDS defaults; COLLECTOR_TAKE rcl (default) or rclpy; QUEUE_SIZE the
 # node's queue_size, the shipped default when empty). A word may repeat (A/B rounds): its

@@ -2,24 +2,29 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
 #
-# xfeat_bench on the GPU machine, in one call of the device tool:
+# xfeat_bench on the GPU machine: the pipeline table (against upstream XFeat) and the
+# one-node matrix of docs/performance.md:
 #
-#   run(command="bash bench/run_gpu.sh", carry=[".devbench", ".upstream", ".whl"])
+#   XFEAT_BENCH_DATA=$PWD/.devshared bash bench/run_gpu.sh [all|pipeline|node]
+#
+# with upstream's modules/ in .upstream/, the data in .devshared/ (bench/make_devshared.sh)
+# and, for node mode, the ROS wheels in .whl/ (bench/fetch_gpu_wheels.sh).
 #
 # 1. gpu.txt: date, GPU, driver, Python / PyTorch / CUDA / CuPy versions;
 # 2. pipeline mode (no ROS needed): our GPU engine at 1, 2, 4, 8, 16 frames in
 #    flight next to the PyTorch reference and upstream XFeat (.upstream/modules)
 #    at 640x480, 1280x720, 1920x1080 -> bench_pipeline.json;
 # 3. the carried cp312 ROS 2 wheels (.whl/) into the machine's Python and the
-#    message build (the set-up of bench/gpu_node_check.sh), then node mode at
-#    1x30, 4x60, 8x120 Hz and as fast as possible -> bench_node.json,
-#    bench_node_latency.png, node_logs.tar.gz (node and publisher logs);
+#    message build (through bench/gpu_node_check.sh), then node mode at 1x30,
+#    4x60, 8x120 Hz and as fast as possible, one run per NODE_VARIANTS word
+#    (ENCODING:PROFILE, default rgb8:shipped) -> bench_node_<ENCODING>_<PROFILE>.json,
+#    node_extra.tar.gz (latency histograms, node and publisher logs);
 # 4. run.log: everything printed.
 #
-# Data: $XFEAT_BENCH_DATA (default .devbench/) holds models/xfeat_backbone.npz
-# and data/tum_fr2_desk/rgb/*.png (8 frames copied from ../shared; ignored by
-# git). Knobs: PIPELINE_ARGS, NODE_ARGS (extra xfeat_bench options), BACKEND,
-# PIPELINE_TIMEOUT, NODE_TIMEOUT (seconds), NODE_VARIANTS (see the node part).
+# Data: $XFEAT_BENCH_DATA (default .devbench/, else the test fixtures) holds
+# models/xfeat_backbone.npz and data/tum_fr2_desk/ (ignored by git). Knobs:
+# PIPELINE_ARGS, NODE_ARGS (extra xfeat_bench options), BACKEND, PIPELINE_TIMEOUT,
+# NODE_TIMEOUT (seconds), NODE_VARIANTS.
 # Usage: bash bench/run_gpu.sh [all|pipeline|node]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2

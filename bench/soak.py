@@ -10,7 +10,7 @@ every second, and at the end compares published, received and processed
 counts and fits the memory slope after warm-up. Not a CI test (CI runs a short
 version in test/test_soak.py)::
 
-    python bench/soak.py --frames 100000 --rate 150 --out bench/results/soak_cpu.json
+    python bench/soak.py --frames 100000 --rate 150 --out soak.json
 """
 
 import argparse

@@ -14,7 +14,7 @@
 //                then runs on stale input into a slot nobody reads)
 //   Work enqueued behind it reads the image with an ordinary copy (the copy engine
 //   reads host memory when it runs); a kernel's ld.cv reads of a whole image from
-//   host memory measured ~0.17 GB/s on the H200 machine (bench/NOTES.md).
+//   host memory measured ~0.17 GB/s on the H200 machine (docs/design-notes.md).
 //
 // Thread mapping: one thread of one block polls the word, sleeping GATE_POLL_NS
 //   nanoseconds between two reads.

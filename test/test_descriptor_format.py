@@ -331,8 +331,8 @@ def test_eval_graf_mha_per_encoding(shared_dir, weights_npz, tmp_path):
     by match index from OpenCV's own fixed-state generator (cv2.setRNGSeed
     changes neither), so the same matches in another order, or one match
     more or less, give another estimate. Over 2000 orders (xfeat_eval
-    --fit-orders 2000, bench/results/encoding-cpu-2026-11-29/
-    graf-magsac-orders2000) MAGSAC kept 1-2 and 1-3 under 3 px in every
+    --fit-orders 2000; the counts are graf_orders2000_under_3px in
+    bench/results/cpu-2vcpu/descriptor_encoding.json) MAGSAC kept 1-2 and 1-3 under 3 px in every
     order and 1-4 over 3 px in at least 1999, for every encoding; 1-5
     straddles 3 px (under it in 1523 / 1279 / 1577 of 2000 orders for
     float32 / float16 / int8) and 1-6 fails. With RANSAC a single order's

@@ -10,7 +10,7 @@ glibc serves a request above its mmap threshold (128 KiB at start, raised only
 after a larger mmapped block is freed) with a new mapping, so each 0.9-1.2 MB
 buffer is zero-filled page by page on first touch: ~780 page faults per 640x480
 rgb8 image taken on the CPU machine, 3.2 -> 1.6 ms of transport
-(bench/NOTES.md, "2026-12-02"). :func:`keep_large_buffers` raises the threshold
+(docs/design-notes.md). :func:`keep_large_buffers` raises the threshold
 to glibc's maximum, so such buffers come from the heap and are reused.
 
 :func:`freeze_startup_objects` is the other half: what start-up built (PyTorch,

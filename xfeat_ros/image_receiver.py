@@ -10,7 +10,7 @@ again, and the taken message is wrapped in a task. Per image that is Python
 work under the interpreter lock after the node's callback has queued the
 frame, so the engine's thread, woken by that frame, waits for the executor
 to reach its next wait before it can submit (the ``queue`` stage,
-bench/NOTES.md).
+docs/design-notes.md).
 
 :class:`ImageReceiver` takes the node's image subscriptions out of the
 executor (their callback group :data:`OUTSIDE` is one no executor runs) and

@@ -10,7 +10,7 @@ size has for them (:func:`layout`, given to the engine as a placement when a
 frame is armed), :func:`write_around` writes only the rest (encapsulation,
 header, sizes, counts, the descriptor encoding, track ids and ages) into the
 same block, which is then published as it is: one 1.1 MB host copy fewer
-(bench/NOTES.md, seventeenth session). The bytes equal
+(docs/design-notes.md). The bytes equal
 :func:`xfeat_ros.cdr.keypoints_cdr` of the same message
 (``test/test_keypoints_wire.py``), alignment gaps zero included.
 

@@ -14,7 +14,7 @@ is, so two whole-image copies of every frame are saved. rmw grows a buffer
 that is too small through the rcutils allocator given with it, which asks
 ``buffers`` for a larger one. Only the GPU engine offers buffers; with the CPU
 engine rclpy's take stays (a new array per sample gains nothing there:
-``bench/NOTES.md``, tenth session).
+``docs/design-notes.md``).
 
 Publishing. rclpy's ``publish(data)`` takes the message as a new ``bytes``
 (the CDR's pieces joined) and copies it into a new C++ string before

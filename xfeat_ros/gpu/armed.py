@@ -5,7 +5,7 @@ A camera's next frame enqueued on the device before its image exists.
 
 At one frame in flight the host's launches stand between an image and its
 results: ~0.18 ms of enqueue at 640x480 on the H200 machine, during which the
-device waits (bench/NOTES.md, thirteenth session). :func:`arm` enqueues the
+device waits (docs/design-notes.md). :func:`arm` enqueues the
 whole chain of a camera's next frame while the device still works on the
 current one - the upload from the slot's pinned staging buffer, decode,
 backbone, detection, description, the match against the previous frame and

@@ -26,7 +26,6 @@ unverified here).
 
 import contextlib
 import hashlib
-import logging
 
 import numpy as np
 
@@ -35,8 +34,9 @@ from xfeat_ros.errors import BackendError
 from xfeat_ros.gpu.backbone_kernels import (launch_fuse_scales, raw_graph_launcher,
                                             use_direct_convs, use_fused_norm, use_wide_convs,
                                             WIDE_BLOCKS)
+from xfeat_ros.logs import package_logger
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 PRECISIONS = ('fp32', 'fp16')
 FEATURE_CHANNELS = 64
@@ -230,7 +230,7 @@ class TorchBackbone:
     PyTorch's per-op launch overhead; all graphs of a backbone share one
     memory pool (their replays never overlap: one stream).
     Speed-ups (all on by default, each measured on an H200 in
-    ``bench/NOTES.md``; same results up to rounding, golden parity kept):
+    ``docs/design-notes.md``; same results up to rounding, golden parity kept):
     ``fused_relu`` runs conv + bias + ReLU as one cuDNN call per layer;
     ``parallel_heads`` runs the keypoint head on a second stream beside the
     rest; ``fused_scales`` adds the three feature scales in one kernel of

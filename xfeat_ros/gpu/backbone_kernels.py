@@ -181,7 +181,7 @@ WIDE_CONVS = {(24, 24, 1): 'conv3x3_relu_24x24', (24, 64, 2): 'conv3x3_relu_24x6
               (64, 128, 2): 'conv3x3_relu_64x128_s2', (128, 128, 1): 'conv3x3_relu_128x128'}
 # Blocks 4 and 5 only (maps of 30x40 and 15x20 at 640x480): there the kernels beat
 # cuDNN at one frame (2-3.5x per layer) and match it at 8; on block 2, 3 and the
-# fusion block's larger maps they lose at 8 frames (bench/NOTES.md).
+# fusion block's larger maps they lose at 8 frames (docs/design-notes.md).
 WIDE_BLOCKS = ('block4', 'block5')
 
 

@@ -269,8 +269,8 @@ class HostCopier:
     a process that does not use it), each copy of at least
     :data:`TORCH_COPY_MIN` bytes is one ``Tensor.copy_``, which PyTorch splits
     over its intra-op threads in C++ (a VGA rgb8 image: 27 us on one thread,
-    11 us on four, cache-hot, ``bench/copy_probe.py``); a split over Python
-    threads cost more in hand-offs than it saved (bench/NOTES.md, round 2).
+    11 us on four, cache-hot); a split over Python
+    threads cost more in hand-offs than it saved (docs/design-notes.md).
     Other copies go in pieces of :data:`COPY_PIECE` bytes over ``workers``
     threads (NumPy releases the GIL while it copies); one worker copies on
     the calling thread.

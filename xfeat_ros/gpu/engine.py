@@ -45,7 +45,6 @@ size up to it, so that no size is met for the first time mid-stream.
 """
 
 from collections import deque, OrderedDict
-import logging
 import time
 
 import numpy as np
@@ -59,9 +58,10 @@ from xfeat_ros.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuS
                                    HostCopier, message_bytes, PinnedBuffer, TableRing,
                                    Workspace)
 from xfeat_ros.gpu.pair_graph import PairMatcher, PairSettings
+from xfeat_ros.logs import package_logger
 from xfeat_ros.pipeline import DESCRIPTOR_SIZE
 
-LOG = logging.getLogger(__name__)
+LOG = package_logger(__name__)
 
 ENGINE_BACKENDS = ('auto',) + GPU_BACKENDS
 MAX_WORKSPACES = 4
@@ -184,7 +184,7 @@ class GpuEngine:
         The backbone binds (and captures) per batch size on first use: ~40-55 ms
         for the PyTorch backbone on the H200 machine, which at 8 x 120 Hz drops
         frames of every camera when a batch size first comes mid-stream (a
-        one-frame group after two-frame ones; bench/NOTES.md, tenth session).
+        one-frame group after two-frame ones; docs/design-notes.md).
         So a new workspace runs the backbone once at every size up to
         ``frames`` (capped at ``max_batch``), on the first frame of its model
         size, which waits for the workspace anyway.

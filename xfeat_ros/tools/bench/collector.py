@@ -7,7 +7,7 @@ The collector is one Python process subscribing to all the cameras, so at
 8 cameras as fast as possible it takes ~1,300 messages of 1.15 MB a second:
 rclpy's raw take (a new ``bytes`` per message, copied twice) in the
 executor's thread then bounds what the benchmark sees, not the node
-(bench/NOTES.md, nineteenth session). By default (``take='rcl'``) the
+(docs/design-notes.md). By default (``take='rcl'``) the
 Keypoints are taken the way the node takes its images
 (:class:`xfeat_ros.image_receiver.ImageReceiver`, rcl's own take): in a
 thread of their own, into one kept buffer, as only the header is read;

@@ -9,13 +9,13 @@ gathers per-frame wall and device times and :func:`run_pipeline` writes the
 table and the JSON (:mod:`xfeat_ros.tools.bench.report`).
 """
 
-import logging
 import math
 import os
 import sys
 import time
 
 from xfeat_ros.engine import create_engine, EngineConfig
+from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.bench.frames import (fit_resolution, frame_message, load_images,
                                           parse_resolutions)
 from xfeat_ros.tools.bench.report import (best_against_best, pipeline_ratios, pipeline_table,
@@ -23,7 +23,7 @@ from xfeat_ros.tools.bench.report import (best_against_best, pipeline_ratios, pi
 from xfeat_ros.tools.bench.stats import summarize
 from xfeat_ros.tools.plumbing import environment, load_upstream
 
-LOG = logging.getLogger('xfeat_bench')
+LOG = package_logger('xfeat_bench')
 
 DEFAULT_RESOLUTIONS = '640x480,1280x720,1920x1080'
 DEFAULT_IN_FLIGHT = '1,2,4,8,16'
@@ -316,7 +316,7 @@ def machine_rates(device, size=8192, copy_mib=1024, reps=10):
     """
     Measure the device's FP32 matmul rate and copy bandwidth (PyTorch defaults: no TF32).
 
-    The roofline of the floor estimate in bench/NOTES.md: TFLOP/s of an
+    The roofline of the floor estimate in docs/design-notes.md: TFLOP/s of an
     ``size`` x ``size`` product, GB/s (read + write) of a ``copy_mib`` MiB copy.
     """
     import torch
