@@ -3,7 +3,7 @@
 #
 # make demo       set up on first use (CPU), then run the node on a sample sequence
 # make test       set up on first use (CPU + test tools), then run the tests;
-#                 PYTEST_ARGS picks files/options: make test PYTEST_ARGS=test/test_play.py
+#                 PYTEST_ARGS picks files/options: make test PYTEST_ARGS=test/tools/test_play.py
 # make setup      create/refresh .venv for the CPU path (ROS 2 wheels, messages, this package)
 # make setup-gpu  the same plus PyTorch, NVRTC and CuPy for the GPU path
 

@@ -33,14 +33,14 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'xfeat_node = xfeat_ros.node:main',
+            'xfeat_node = xfeat_ros.ros.node:main',
             'xfeat_play = xfeat_ros.tools.play:main',
-            'xfeat_export = xfeat_ros.export:main',
+            'xfeat_export = xfeat_ros.tools.export:main',
             'xfeat_demo = xfeat_ros.tools.demo:main',
             'xfeat_eval = xfeat_ros.tools.evaluation.cli:main',
             'xfeat_bench = xfeat_ros.tools.bench.cli:main',
             'xfeat_offline = xfeat_ros.tools.offline:main',
-            'xfeat_weights = xfeat_ros.weights:main',
+            'xfeat_weights = xfeat_ros.tools.weights_cli:main',
             'xfeat_map = xfeat_ros.tools.mapping:main',
         ],
     },

@@ -38,8 +38,8 @@ def shared_dir(path):
 def load_messages(shared, count=8):
     """``count`` TUM fr2/desk frames as 320x240 mono8 Image messages."""
     import cv2
-    from xfeat_ros.image_codec import image_msg
-    from xfeat_ros.image_files import list_sequence, read_image
+    from xfeat_ros.features.image_codec import image_msg
+    from xfeat_ros.tools.image_files import list_sequence, read_image
     folder = shared / 'data' / 'tum_fr2_desk'
     if not folder.is_dir():
         raise DatasetError(f'{folder}: no such folder (pass --shared)')
@@ -62,7 +62,8 @@ class EngineClock:
 
     def __init__(self, messages, weights, threads):
         """Create the ONNX Runtime engine and submit the first frame."""
-        from xfeat_ros.engine import create_engine, EngineConfig
+        from xfeat_ros.features.engine import EngineConfig
+        from xfeat_ros.features.factory import create_engine
         self.messages = messages
         self.engine = create_engine(EngineConfig('onnxruntime', weights, top_k=1024,
                                                  num_threads=threads))

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from xfeat_ros import dds
+from xfeat_ros.ros import dds
 
 
 def children_env(profile, domain):
@@ -39,7 +39,7 @@ def children_env(profile, domain):
 
 def keypoints_message(n):
     """Return a Keypoints message of ``n`` keypoints (float32 descriptors, track ids)."""
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.ros.messages import message_types
     msg = message_types()[0]()
     msg.keypoints = np.zeros(2 * n, np.float32)
     msg.scores = np.zeros(n, np.float32)
@@ -87,7 +87,7 @@ def run_publisher(args):
     """Publish Keypoints on ``args.topic`` at ``args.rate`` Hz for a while; print the count."""
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.ros.messages import message_types
     rclpy.init()
     node = rclpy.create_node(f'fanin_{args.topic.strip("/").replace("/", "_")}')
     pub = node.create_publisher(message_types()[0], args.topic,

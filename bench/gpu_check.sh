@@ -37,12 +37,12 @@ export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
   python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
 } 2>&1 | tee "${OUT}/gpu.txt"
 
-python3 -m pytest -m gpu test/test_parity.py test/test_gpu_kernels.py test/test_gpu_engine.py \
-  test/test_gpu_batch.py test/test_gpu_match.py test/test_gpu_match_pairs.py \
-  test/test_gpu_backbone.py test/test_gpu_armed.py -q -rs \
+python3 -m pytest -m gpu test/features/test_parity.py test/features/gpu/test_gpu_kernels.py test/features/gpu/test_gpu_engine.py \
+  test/features/gpu/test_gpu_batch.py test/features/gpu/test_gpu_match.py test/features/gpu/test_gpu_match_pairs.py \
+  test/features/gpu/test_gpu_backbone.py test/features/gpu/test_gpu_armed.py -q -rs \
   -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
 rc_tests=$?
-python3 -m pytest test/test_kernels_compile.py -q -rs -p no:cacheprovider \
+python3 -m pytest test/features/gpu/test_kernels_compile.py -q -rs -p no:cacheprovider \
   --junitxml="${OUT}/junit_compile.xml" 2>&1 | tee -a "${OUT}/pytest.log"
 rc_compile=$?
 [[ ${rc_compile} -ne 0 ]] && rc_tests=${rc_compile}

@@ -51,7 +51,7 @@ fi
 python -c 'import rclpy, cupy, torch, xfeat_ros_msgs.msg; print("ros+gpu ok", torch.__version__)'
 # Default: every test that runs the node (or xfeat_offline) end to end; on this
 # machine backend auto picks the PyTorch + CUDA engine, so they run the GPU path.
-TESTS=(test/test_gpu_node.py test/test_node_outputs.py test/test_node_tracks.py
-       test/test_offline.py test/test_node_e2e.py)
+TESTS=(test/integration/test_gpu_node.py test/integration/test_node_outputs.py test/integration/test_node_tracks.py
+       test/tools/test_offline.py test/integration/test_node_e2e.py)
 if [[ $# -gt 0 ]]; then TESTS=("$@"); fi
 python -m pytest -p no:cacheprovider -q -rs "${TESTS[@]}" 2>&1 | tee "${OUT}/gpu_node.log"

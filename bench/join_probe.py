@@ -31,7 +31,7 @@ def run_writer(args):
     import threading
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.ros.messages import message_types
     rclpy.init()
     node = rclpy.create_node('join_probe_writer')
     pub = node.create_publisher(message_types()[0], args.topic,
@@ -62,7 +62,7 @@ def run_subscriber(args):
     """Wait for the first message, stay ``args.stay`` s, print how many came."""
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.ros.messages import message_types
     rclpy.init()
     node = rclpy.create_node(f'join_probe_sub_{os.getpid()}')
     got = []

@@ -28,15 +28,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xfeat_ros.camera import CameraModel, undistort_points  # noqa: E402
-from xfeat_ros.debug_image import render_debug_image  # noqa: E402
-from xfeat_ros.engine import create_engine, EngineConfig  # noqa: E402
-from xfeat_ros.image_codec import decode_image_msg, image_msg  # noqa: E402
-from xfeat_ros.image_files import read_image  # noqa: E402
-from xfeat_ros.match import mutual_nn_match  # noqa: E402
-from xfeat_ros.messages import (keypoint_cloud_msg, keypoints_msg,  # noqa: E402
-                                vins_feature_msg)
-from xfeat_ros.pipeline import Features  # noqa: E402
+from xfeat_ros.features.camera import CameraModel, undistort_points  # noqa: E402
+from xfeat_ros.features.debug_image import render_debug_image  # noqa: E402
+from xfeat_ros.features.engine import EngineConfig  # noqa: E402
+from xfeat_ros.features.factory import create_engine  # noqa: E402
+from xfeat_ros.features.image_codec import decode_image_msg, image_msg  # noqa: E402
+from xfeat_ros.features.match import mutual_nn_match  # noqa: E402
+from xfeat_ros.features.pipeline import Features  # noqa: E402
+from xfeat_ros.ros.messages import (keypoint_cloud_msg, keypoints_msg,  # noqa: E402
+                                    vins_feature_msg)
+from xfeat_ros.tools.image_files import read_image  # noqa: E402
 
 LOG = logging.getLogger('outputs_cost')
 

@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 OUT="${OUT:-/tmp/xfeat_procs}"
 mkdir -p "${OUT}/logs"
 # the ROS wheels installed and the messages built as for the node tests (collection only)
-if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q test/test_rcl_io.py > "${OUT}/setup_check.log" 2>&1; then
+if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q test/ros/test_rcl_io.py > "${OUT}/setup_check.log" 2>&1; then
   tail -n 30 "${OUT}/setup_check.log"
   exit 3
 fi

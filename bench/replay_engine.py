@@ -3,7 +3,7 @@
 r"""
 The node with an engine that costs nothing: what the node itself costs per frame.
 
-``ReplayEngine`` keeps the engine contract (:mod:`xfeat_ros.engine`) and hands
+``ReplayEngine`` keeps the engine contract (:mod:`xfeat_ros.features.engine`) and hands
 every frame the same results at once: ``top_k`` keypoints with unit
 descriptors and, against the previous frame, ``matches`` mutual matches of
 which ``verified`` are epipolar inliers (as the GPU engine reports them). So
@@ -18,7 +18,7 @@ follows, and this script runs it in-process with the replay engine)::
         "py-spy record --gil -r 200 -f raw -o p_{label}.txt -- python bench/replay_engine.py"
 
 With ``XFEAT_REPLAY_BUFFERS=1`` in its environment the engine also offers image
-buffers (plain memory from a :class:`xfeat_ros.gpu.image_pool.ImagePool`, as the
+buffers (plain memory from a :class:`xfeat_ros.features.gpu.image_pool.ImagePool`, as the
 GPU engine offers pinned ones), so the node takes images and publishes messages
 through rcl's own calls as it does with the GPU engine: the GPU node's host path
 on a machine without a GPU::
@@ -32,7 +32,8 @@ import sys
 
 import numpy as np
 
-from xfeat_ros.pipeline import Features, MatchResult
+from xfeat_ros.features.engine import Capabilities, NO_CAPABILITIES
+from xfeat_ros.features.pipeline import Features, MatchResult
 
 MATCHES = 2600   # TUM fr2/desk at top_k 4096: 2500-2900 mutual matches
 VERIFIED = 0.85  # the share of them that are epipolar inliers there
@@ -52,6 +53,7 @@ class ReplayEngine:
 
     name = 'replay'
     device = 'replay'
+    capabilities = NO_CAPABILITIES
 
     def __init__(self, top_k=4096, matches=MATCHES, seed=0):
         """Make one frame's features and one pair's matches, reused for every frame."""
@@ -114,10 +116,12 @@ class ReplayEngine:
 class BufferedReplayEngine(ReplayEngine):
     """:class:`ReplayEngine` that offers image buffers as the GPU engine does (plain memory)."""
 
+    capabilities = Capabilities(image_buffers=True)
+
     def __init__(self, top_k=4096, **kwargs):
         """Start with an empty pool."""
         super().__init__(top_k, **kwargs)
-        from xfeat_ros.gpu.image_pool import ImagePool
+        from xfeat_ros.features.gpu.image_pool import ImagePool
         self._pool = ImagePool(lambda size: np.empty(size, np.uint8))
 
     def image_buffer(self, nbytes):
@@ -126,15 +130,15 @@ class BufferedReplayEngine(ReplayEngine):
 
 
 def node_arguments(argv):
-    """Return the node's own arguments in ``argv`` (after ``-m xfeat_ros.node``, if given)."""
-    if 'xfeat_ros.node' in argv:
-        return argv[argv.index('xfeat_ros.node') + 1:]
+    """Return the node's own arguments in ``argv`` (after ``-m xfeat_ros.ros.node``, if given)."""
+    if 'xfeat_ros.ros.node' in argv:
+        return argv[argv.index('xfeat_ros.ros.node') + 1:]
     return argv
 
 
 def main(argv=None):
-    """Run ``xfeat_ros.node.main`` with the replay engine."""
-    from xfeat_ros import node
+    """Run ``xfeat_ros.ros.node.main`` with the replay engine."""
+    from xfeat_ros.ros import node
     kind = BufferedReplayEngine if os.environ.get('XFEAT_REPLAY_BUFFERS') == '1' else ReplayEngine
     node.create_engine = lambda config, logger=None: kind(config.top_k)
     return node.main(node_arguments(sys.argv[1:] if argv is None else argv))

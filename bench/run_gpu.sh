@@ -64,7 +64,7 @@ if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
   echo "== ROS set-up ($(date -u +%T))"
   # the ROS wheels installed and the messages built by bench/gpu_node_check.sh (collection
   # of one test only), as bench/procs_matrix.sh does
-  if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q test/test_rcl_io.py \
+  if ! OUT="${OUT}" bash bench/gpu_node_check.sh --co -q test/ros/test_rcl_io.py \
       > "${OUT}/setup_check.log" 2>&1; then
     tail -n 40 "${OUT}/setup_check.log"
     echo "run_gpu: ROS set-up failed"

@@ -8,7 +8,7 @@ photo from scikit-image, moving) at a fixed rate through real rclpy transport,
 samples the node's resident memory (and GPU memory, where nvidia-smi exists)
 every second, and at the end compares published, received and processed
 counts and fits the memory slope after warm-up. Not a CI test (CI runs a short
-version in test/test_soak.py)::
+version in test/bench/test_soak.py)::
 
     python bench/soak.py --frames 100000 --rate 150 --out soak.json
 """
@@ -83,8 +83,8 @@ def main(argv=None):
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
-    from xfeat_ros.image_codec import image_msg
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.features.image_codec import image_msg
+    from xfeat_ros.ros.messages import message_types
     from xfeat_ros.tools.play import stamp_msg
     from xfeat_ros.tools.plumbing import parse_final_counts, start_node, stop_process
     width, height = (int(v) for v in args.size.split('x'))

@@ -22,8 +22,8 @@ Messages (``--messages``):
   (65,536 keypoints, ~18.4 MB): the large samples the profile is sized for.
 
 Profiles (``--profiles``): ``default`` (Fast DDS defaults: no profile file),
-``shipped`` (config/fastdds_shm.xml through :mod:`xfeat_ros.dds`), or paths.
-Both ends raise glibc's malloc thresholds (:mod:`xfeat_ros.heap`) unless
+``shipped`` (config/fastdds_shm.xml through :mod:`xfeat_ros.ros.dds`), or paths.
+Both ends raise glibc's malloc thresholds (:mod:`xfeat_ros.runtime.heap`) unless
 ``XFEAT_ROS_MALLOC=default`` is set for the run (the A/B of that setting).
 Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and one
 ROS_DOMAIN_ID.
@@ -51,7 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from xfeat_ros import dds, heap  # noqa: E402
+from xfeat_ros.ros import dds  # noqa: E402
+from xfeat_ros.runtime import heap  # noqa: E402
 
 MESSAGES = ('rgb', 'mono', 'keypoints', 'rgb4k', 'keypoints65k')
 DEFAULT_MESSAGES = ('rgb', 'mono', 'keypoints')
@@ -61,7 +62,7 @@ def build_message(kind, seed=0):
     """Return ``(message type, message)`` of one kind (content: random, fixed seed)."""
     rng = np.random.default_rng(seed)
     if kind in ('rgb', 'mono', 'rgb4k'):
-        from xfeat_ros.image_codec import image_msg
+        from xfeat_ros.features.image_codec import image_msg
         height, width = (2160, 3840) if kind == 'rgb4k' else (480, 640)
         channels, encoding = (1, 'mono8') if kind == 'mono' else (3, 'rgb8')
         pixels = rng.integers(0, 256, (height, width, channels), dtype=np.uint8)
@@ -69,8 +70,8 @@ def build_message(kind, seed=0):
         return type(msg), msg
     if kind in ('keypoints', 'keypoints65k'):
         from std_msgs.msg import Header
-        from xfeat_ros.messages import keypoints_msg
-        from xfeat_ros.pipeline import Features
+        from xfeat_ros.ros.messages import keypoints_msg
+        from xfeat_ros.features.pipeline import Features
         count = 65536 if kind == 'keypoints65k' else 4096
         descriptors = rng.standard_normal((count, 64)).astype(np.float32)
         descriptors /= np.linalg.norm(descriptors, axis=1, keepdims=True)
@@ -199,24 +200,26 @@ def _summary(times_us):
 
 def run_cdr(args):
     """
-    Time building + publishing Keypoints/Matches the normal way vs :mod:`xfeat_ros.cdr`.
+    Time building + publishing Keypoints/Matches the normal way vs the CDR writer.
 
-    Normal: :func:`xfeat_ros.messages.keypoints_msg` + ``publish(msg)`` (rclpy
+    The writer: :mod:`xfeat_ros.ros.transport.cdr`.
+
+    Normal: :func:`xfeat_ros.ros.messages.keypoints_msg` + ``publish(msg)`` (rclpy
     converts the message to C and Fast DDS serializes it). Serialized:
-    :func:`xfeat_ros.cdr.keypoints_cdr` + ``publish(bytes)``. The publisher
+    :func:`xfeat_ros.ros.transport.cdr.keypoints_cdr` + ``publish(bytes)``. The publisher
     has no subscriber, so no transport is timed: only what the node's thread
     spends. Receiving: ``deserialize_message`` of a 640x480 rgb8 Image (what a
-    typed subscription does) vs :func:`xfeat_ros.cdr.parse_image` of the raw bytes.
+    typed subscription does) vs :func:`xfeat_ros.ros.transport.cdr.parse_image` of the raw bytes.
     """
     import rclpy
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from rclpy.serialization import deserialize_message, serialize_message
     from sensor_msgs.msg import Image
     from std_msgs.msg import Header
-    from xfeat_ros import cdr
-    from xfeat_ros.image_codec import decode_image_msg
-    from xfeat_ros.messages import keypoints_msg, matches_msg, message_types
-    from xfeat_ros.pipeline import Features, MatchResult
+    from xfeat_ros.ros.transport import cdr
+    from xfeat_ros.features.image_codec import decode_image_msg
+    from xfeat_ros.ros.messages import keypoints_msg, matches_msg, message_types
+    from xfeat_ros.features.pipeline import Features, MatchResult
     dds.ros_environment(args.dds_profile, domain_id=args.domain_id)
     keypoints_type, matches_type = message_types()
     rng = np.random.default_rng(0)
@@ -504,7 +507,8 @@ def main(argv=None):
                                                    'from the PID)')
     top.add_argument('--json', help='write the results here')
     top.add_argument('--md', help='write the table here')
-    cost = sub.add_parser('cdr', help='serialization cost: normal build+publish vs xfeat_ros.cdr')
+    cost = sub.add_parser('cdr', help='serialization cost: normal build+publish vs '
+                          'xfeat_ros.ros.transport.cdr')
     cost.add_argument('--keypoints', type=int, default=4096)
     cost.add_argument('--encodings', type=_csv(('float32', 'float16', 'int8', 'none')),
                       default=['float32', 'int8'])

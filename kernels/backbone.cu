@@ -61,7 +61,7 @@
 // Macros injected by the loader: the launch shapes CONV_BX, CONV_BY (32 x 8),
 // CONV_CO (8), WIDE_CO (8), WIDE_SPLIT (8), INORM_PARTS (128), INORM_THREADS (256) and
 // INORM_ITEMS (4), read by the Python launch from the same place
-// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
 
 #if !defined(CONV_BX) || !defined(CONV_BY) || !defined(CONV_CO)
 #error "CONV_BX, CONV_BY and CONV_CO must be defined by the loader"

@@ -27,12 +27,12 @@
 //
 // Macros injected by the loader: DESC_DIM (channels; a multiple of 32, 64 for XFeat),
 // FT_FIELDS, FT_COUNT, FT_DESCRIPTORS (frame-table layout, see detect.cu and
-// xfeat_ros.gpu.kernels.FRAME_TABLE); the launch shapes NORM_PIXELS (32) and
+// xfeat_ros.features.gpu.kernels.FRAME_TABLE); the launch shapes NORM_PIXELS (32) and
 // NORM_THREADS (256), read by the Python launch from the same place
-// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false; per-element float operations use explicit
 // round-to-nearest intrinsics in the oracle's order, so the sampled vector
-// before the final normalisation equals xfeat_ros.postprocess.sample_bicubic
+// before the final normalisation equals xfeat_ros.features.postprocess.sample_bicubic
 // bit for bit; only the final norm's summation order differs (a few ulp).
 
 #ifndef DESC_DIM

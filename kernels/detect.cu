@@ -67,10 +67,10 @@
 //
 // Macros injected by the loader: CELL (8, heatmap cell side), NMS_RADIUS (2),
 // FT_FIELDS, FT_COUNT, FT_KEYPOINTS, FT_SCORES, FT_SCALES (frame-table layout,
-// xfeat_ros.gpu.kernels.FRAME_TABLE); the launch shapes NMS_BX, NMS_BY (32 x 8),
+// xfeat_ros.features.gpu.kernels.FRAME_TABLE); the launch shapes NMS_BX, NMS_BY (32 x 8),
 // RADIX_BITS (16), SELECT_THREADS (1024), RANK_THREADS (128), RANK_SPLIT (8), RANK_TILE
 // (2048), which the Python launches read from the same place
-// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
+// (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false; float operations that must round like the NumPy
 // oracle (coordinates, weights, sums) use explicit round-to-nearest intrinsics.
 

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // gate.cu: hold a stream until the host opens a gate, a word of pinned host memory
-// (xfeat_ros.gpu.armed: a camera's next frame enqueued before its image exists).
+// (xfeat_ros.features.gpu.armed: a camera's next frame enqueued before its image exists).
 //
 // Entry point
 //   gate_wait(gate, expire_ns)

@@ -34,8 +34,8 @@
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 for XFeat,
 // 128 for e.g. ALIKED); a matcher handles exactly that width. The launch shapes
 // TILE (64), MATCH_THREADS (256) and COLLECT_THREADS (1024), read by the Python
-// launches from the same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES).
-// The pair table's words (xfeat_ros.gpu.kernels.PAIR_TABLE, used through mnn.cuh's
+// launches from the same place (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
+// The pair table's words (xfeat_ros.features.gpu.kernels.PAIR_TABLE, used through mnn.cuh's
 // pair_row): PT_FIELDS, PT_D0, PT_COUNT0, PT_BOUND0, PT_D1, PT_COUNT1, PT_BOUND1,
 // PT_BEST_ROW, PT_BEST_COL, PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_H0,
 // PT_H1, PT_IDX0, PT_IDX1, PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.

@@ -43,8 +43,8 @@
 //
 // Macros injected by the loader: DESC_DIM (descriptor width: 64 or 128, as for
 // match_tc.cu), TILE (64) and TC_THREADS (256), read by the Python launches from the
-// same place (xfeat_ros.gpu.kernels.LAUNCH_DEFINES). The pair table's words, as for
-// match_tc.cu (xfeat_ros.gpu.kernels.PAIR_TABLE, through mnn.cuh's pair_row): PT_FIELDS,
+// same place (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES). The pair table's words, as for
+// match_tc.cu (xfeat_ros.features.gpu.kernels.PAIR_TABLE, through mnn.cuh's pair_row): PT_FIELDS,
 // PT_D0, PT_COUNT0, PT_BOUND0, PT_D1, PT_COUNT1, PT_BOUND1, PT_BEST_ROW, PT_BEST_COL,
 // PT_ROW_MAX, PT_COL_MAX, PT_TILE_FIRST, PT_TILE_SECOND, PT_H0, PT_H1, PT_IDX0, PT_IDX1,
 // PT_SIM, PT_MATCH_COUNT, PT_CAPACITY, PT_SPARE.

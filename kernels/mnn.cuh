@@ -105,7 +105,7 @@ __device__ __forceinline__ bool tile_origin(const int* count0, int bound0, const
 }
 
 // Row `pair` of a pair table (the *_pairs entry points): PT_FIELDS 64-bit words, PT_<FIELD>
-// the word of each field (xfeat_ros.gpu.kernels.PAIR_TABLE); pointers as integers, counts as
+// the word of each field (xfeat_ros.features.gpu.kernels.PAIR_TABLE); pointers as integers, counts as
 // a pointer or 0 (then the bound is the count).
 __device__ __forceinline__ const u64* pair_row(const u64* table, unsigned int pair)
 {

@@ -19,8 +19,8 @@
 //
 // Macros injected by the loader: none. Compiled with --fmad=false, and every
 // float operation below is an explicit round-to-nearest intrinsic, so each
-// value rounds exactly like the NumPy oracle (xfeat_ros.image_codec and
-// xfeat_ros.preprocess):
+// value rounds exactly like the NumPy oracle (xfeat_ros.features.image_codec and
+// xfeat_ros.features.preprocess):
 //   channel / 255 (8-bit) or / 65535 (16-bit), exactly once;
 //   colour grey = ((r + g) + b) / 3 (the mean, not luma weights);
 //   PyTorch bilinear, align_corners=False, no antialias:

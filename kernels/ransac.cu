@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // ransac.cu: RANSAC fundamental-matrix check of matches, every hypothesis at once.
-// The host reference, in the same operation order, is xfeat_ros/ransac.py.
+// The host reference, in the same operation order, is xfeat_ros/features/ransac.py.
 //
 // Entry points
 //   ransac_hypotheses(kp0, idx0, kp1, idx1, count, bound, seed, samples, models)
@@ -34,10 +34,10 @@
 // model is ransac_refine.cu; both files start with epipolar.cuh (the layout of the
 // matches and the helpers they share).
 //
-// Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
+// Macros injected by the loader (from xfeat_ros/features/ransac.py): MIN_MATCHES,
 // SAMPLE_SIZE (7), MODELS_PER_SAMPLE (3), MAX_DRAWS, PIVOT_EPS, CUBIC_EPS,
 // NEWTON_STEPS; the launch shapes SCORE_THREADS, SCORE_PER_THREAD, SCORE_SPLITS
-// (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
+// (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES, read by the Python launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 
 #if !defined(MIN_MATCHES) || !defined(SAMPLE_SIZE) || !defined(MODELS_PER_SAMPLE)
@@ -80,7 +80,7 @@ __device__ __forceinline__ double det3(const double* m)
         + m[2] * (m[3] * m[7] - m[4] * m[6]);
 }
 
-// Real roots of c3 a^3 + c2 a^2 + c1 a + c0 (NaN where fewer), as xfeat_ros.ransac.solve_cubic.
+// Real roots of c3 a^3 + c2 a^2 + c1 a + c0 (NaN where fewer), as xfeat_ros.features.ransac.solve_cubic.
 __device__ __forceinline__ void solve_cubic(double c3, double c2, double c1, double c0,
                                             double* roots)
 {

@@ -3,7 +3,7 @@
 //
 // ransac_refine.cu: the refinement of the RANSAC fundamental-matrix check (ransac.cu
 // makes and scores the hypotheses). The host reference, in the same operation order,
-// is xfeat_ros/ransac.py. The loader puts epipolar.cuh (the layout of the matches and
+// is xfeat_ros/features/ransac.py. The loader puts epipolar.cuh (the layout of the matches and
 // the helpers both files share) before this file.
 //
 // Entry point
@@ -18,17 +18,17 @@
 //       over the matches with deterministic reductions; the matched points are
 //       first gathered into dynamic shared memory (float4 p, q per match) when
 //       the launch gives it and sets cache_points (up to
-//       xfeat_ros.gpu.kernels.RANSAC_REFINE_SHARED_POINTS matches); the 9 x 9
+//       xfeat_ros.features.gpu.kernels.RANSAC_REFINE_SHARED_POINTS matches); the 9 x 9
 //       Cholesky factorisation and the inverse iterations' substitutions on
 //       warp 0, lane i owning row i of the factor and entry i of the vectors
 //       (each entry computed by the same operations in the same order as the
-//       serial reference, xfeat_ros/ransac.py), the rank-2 step on thread 0.
+//       serial reference, xfeat_ros/features/ransac.py), the rank-2 step on thread 0.
 //
 // Fewer than MIN_MATCHES matches (or fewer inliers) keep nothing and write no model.
 //
-// Macros injected by the loader (from xfeat_ros/ransac.py): MIN_MATCHES,
+// Macros injected by the loader (from xfeat_ros/features/ransac.py): MIN_MATCHES,
 // REFINE_ROUNDS, INVERSE_ITERATIONS, CHOLESKY_SHIFT, JACOBI_SWEEPS, JACOBI_TOLERANCE; the
-// launch shape REFINE_THREADS (xfeat_ros.gpu.kernels.LAUNCH_DEFINES, read by the Python
+// launch shape REFINE_THREADS (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES, read by the Python
 // launch too).
 // Compiled with --fmad=false so every float and double rounds like NumPy.
 

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // tracks.cu: continue a camera's track ids through a frame's verified matches on the
-// device (xfeat_ros.gpu.armed; host reference xfeat_ros.tracks.propagate_tracks, which
+// device (xfeat_ros.features.gpu.armed; host reference xfeat_ros.features.tracks.propagate_tracks, which
 // these results equal bit for bit).
 //
 // Entry point

@@ -46,8 +46,8 @@ launch); launch itself is imported only when a launch description is built.
 import os
 import re
 
-from xfeat_ros import dds
-from xfeat_ros.engine import CPU_BACKEND, GPU_BACKENDS
+from xfeat_ros.features.engine import CPU_BACKEND, GPU_BACKENDS
+from xfeat_ros.ros import dds
 
 NODE_NAME = 'xfeat'
 ARGUMENTS = (

@@ -79,6 +79,7 @@ TEST_REQUIREMENTS=(
   pydocstyle
   'pytest<8.4'   # what ROS 2 users run (launch_pytest breaks on 8.4+)
   hypothesis
+  import-linter   # the layering contracts of setup.cfg (test/test_layers.py)
   scipy
   # PyTorch on the CPU: reading .pt weights, the ONNX graph checked against torch
   'torch==2.13.0'

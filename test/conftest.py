@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xfeat_ros.dds import ros_environment
+from xfeat_ros.ros.dds import ros_environment
 
 # DDS must stay on this machine, this run gets its own domain, and every ROS
 # process of the run loads the shipped Fast DDS profile (large messages through
@@ -38,7 +38,7 @@ def gpu_skip_reason():
     with ``@pytest.mark.gpu`` (or a ``pytest.param(..., marks=pytest.mark.gpu)``)
     and nothing else; :func:`pytest_collection_modifyitems` skips it with this reason.
     """
-    from xfeat_ros.gpu import unavailable_reason
+    from xfeat_ros.features.gpu import unavailable_reason
     reason = unavailable_reason()
     return None if reason is None else f'needs CuPy and a CUDA device: {reason}'
 
@@ -97,23 +97,23 @@ def need(path):
 @pytest.fixture(scope='session')
 def weights_npz():
     """Return the path of the backbone weights as .npz (the copy packaged with xfeat_ros)."""
-    from xfeat_ros.weights import packaged_weights
+    from xfeat_ros.features.weights import packaged_weights
     return packaged_weights()
 
 
 @pytest.fixture(scope='session')
 def weights(weights_npz):
     """Return the loaded backbone weights dict."""
-    from xfeat_ros.weights import load_weights
+    from xfeat_ros.features.weights import load_weights
     return load_weights(weights_npz)
 
 
 @pytest.fixture(scope='session')
 def cpu_pipeline(weights):
     """Return one CPU pipeline (ONNX Runtime) for the whole run."""
-    from xfeat_ros.backbone import OnnxRuntimeBackbone
-    from xfeat_ros.network_onnx import build_model
-    from xfeat_ros.pipeline import CpuPipeline
+    from xfeat_ros.features.backbone import OnnxRuntimeBackbone
+    from xfeat_ros.features.network_onnx import build_model
+    from xfeat_ros.features.pipeline import CpuPipeline
     return CpuPipeline(OnnxRuntimeBackbone(build_model(weights)), top_k=4096, threshold=0.05)
 
 

@@ -11,10 +11,11 @@ real images, without a network or weights.
 import threading
 
 import numpy as np
-from xfeat_ros.camera import CameraModel
-from xfeat_ros.image_codec import image_msg
-from xfeat_ros.match import mutual_nn_match
-from xfeat_ros.pipeline import Features, MatchResult
+from xfeat_ros.features.camera import CameraModel
+from xfeat_ros.features.engine import NO_CAPABILITIES
+from xfeat_ros.features.image_codec import image_msg
+from xfeat_ros.features.match import mutual_nn_match
+from xfeat_ros.features.pipeline import Features, MatchResult
 from xfeat_ros.tools.play import stamp_msg
 
 K = np.array([[400.0, 0, 160], [0, 400.0, 120], [0, 0, 1]])
@@ -66,6 +67,8 @@ class ScriptedEngine:
     ``failures``: exceptions raised by the next submits, in order; ``calls``
     records every contract call.
     """
+
+    capabilities = NO_CAPABILITIES
 
     def __init__(self, features, device='cpu', name='scripted', min_cossim=0.5):
         self.features_by_id = features

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Drive a real ``xfeat_node`` process from a test through rclpy.
 
-The node runs as a separate process (``python -m xfeat_ros.node``) with
+The node runs as a separate process (``python -m xfeat_ros.ros.node``) with
 ``--ros-args`` parameters, started and stopped by :mod:`xfeat_ros.tools.plumbing`
 as the tools do; the test side owns its own rclpy context with
 publishers for the images and subscriptions collecting the outputs. conftest.py
@@ -21,9 +21,9 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
-from xfeat_ros.messages import camera_status_values
-from xfeat_ros.node import topic
-# The node process as every tool starts and stops it: python -m xfeat_ros.node --ros-args -p ...
+from xfeat_ros.ros.messages import camera_status_values
+from xfeat_ros.ros.node import topic
+# The node process as every tool starts and stops it (python -m xfeat_ros.ros.node --ros-args ...)
 # with its output in a log file (start_node(params, log_path, extra_args=())); SIGINT, wait, kill.
 from xfeat_ros.tools.plumbing import start_node, stop_process as stop_node  # noqa: F401
 

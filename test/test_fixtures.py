@@ -7,7 +7,7 @@ import re
 from conftest import FIXTURES
 import numpy as np
 import pytest
-from xfeat_ros.weights import PACKAGED, sha256_file
+from xfeat_ros.features.weights import PACKAGED, sha256_file
 
 SUM_LINE = re.compile(r'^([0-9a-f]{64})  (\S+)$', re.MULTILINE)
 MAX_BYTES = 8 * 10 ** 6  # fixtures plus the packaged weights
@@ -50,7 +50,7 @@ def test_fixtures_have_what_the_short_tests_need():
 
 def test_fixtures_are_true_to_shared(shared_dir):
     """Files said to be byte-identical are; the JPEGs are the PNGs re-encoded."""
-    from xfeat_ros.image_files import read_image
+    from xfeat_ros.tools.image_files import read_image
     for path in fixture_files():
         original = shared_dir / path
         if path.endswith('.jpg'):

@@ -33,9 +33,11 @@ DEPEND_TAGS = ('depend', 'build_depend', 'buildtool_depend', 'build_export_depen
 WORKSPACE = {'xfeat_ros', 'xfeat_ros_msgs'}
 # Imported only where present, each with a message or a fallback (not declared).
 # pycolmap and evo: xfeat_map's 'map' extra (setup.py), with a one-line install hint.
-OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm', 'pycolmap', 'evo'}
+# importlinter: test_layers.py skips without it (no key in the index; make setup-test has it).
+OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm', 'pycolmap', 'evo',
+            'importlinter'}
 # The package and the tests' own helper modules (test/*.py import each other by name).
-OWN = {'xfeat_ros'} | {path.stem for path in (REPO / 'test').glob('*.py')}
+OWN = {'xfeat_ros'} | {path.stem for path in (REPO / 'test').rglob('*.py')}
 
 
 def imported_modules(folders):

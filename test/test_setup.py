@@ -27,9 +27,9 @@ def make(*args, env=None):
 @needs_make
 @pytest.mark.parametrize('args,want', [
     ([], 'python -m pytest -q -ra'),
-    (['PYTEST_ARGS=test/test_play.py'], 'python -m pytest -q -ra test/test_play.py'),
-    (['PYTEST_ARGS=test/test_play.py -k convert'],
-     'python -m pytest -q -ra test/test_play.py -k convert')], ids=['all', 'one', 'options'])
+    (['PYTEST_ARGS=test/tools/test_play.py'], 'python -m pytest -q -ra test/tools/test_play.py'),
+    (['PYTEST_ARGS=test/tools/test_play.py -k convert'],
+     'python -m pytest -q -ra test/tools/test_play.py -k convert')], ids=['all', 'one', 'options'])
 def test_make_test_runs_what_it_is_given(args, want):
     lines = [line.strip() for line in make('-n', 'test', *args).splitlines()]
     assert [line for line in lines if 'pytest' in line] == [want]

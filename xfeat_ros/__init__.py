@@ -8,7 +8,7 @@ Data flow: ``decode`` (sensor_msgs/Image bytes -> grey [0, 1]) -> ``preprocess``
 -> ``postprocess`` (heatmap, NMS, scores, top-K, descriptors) -> ``match``
 (mutual nearest neighbour) -> ``messages`` (ROS messages; the node in ``node``).
 ``engine`` is the frame interface the node drives: ``CpuEngine`` here, and
-``xfeat_ros.gpu`` (CuPy/NVRTC kernels in ``kernels/``, PyTorch / TensorRT
+``xfeat_ros.features.gpu`` (CuPy/NVRTC kernels in ``kernels/``, PyTorch / TensorRT
 backbones) on a GPU. The core modules import no rclpy.
 """
 

@@ -76,7 +76,7 @@ class DeviceError(XFeatError):
     The engine's device failed at run time (out of memory, a CUDA error).
 
     Only this family (and the native device errors listed by
-    :func:`xfeat_ros.engine.device_errors`) moves the node to the CPU engine;
+    :func:`xfeat_ros.features.engine.device_errors`) moves the node to the CPU engine;
     any other exception is a fault of its own, never a device failure.
     """
 

@@ -6,7 +6,7 @@ The package's ``logging`` loggers, propagating whatever logger class is in force
 Every module of xfeat_ros that logs, the tools' included, takes its logger from
 :func:`package_logger` rather than ``logging.getLogger``. Records of
 ``xfeat_ros.<module>`` reach the node's ROS logger
-(:func:`xfeat_ros.core.report.forward_package_logs`, a handler on ``xfeat_ros``),
+(:func:`xfeat_ros.runtime.report.forward_package_logs`, a handler on ``xfeat_ros``),
 and the tools' (``xfeat_map``, ...) the root logger's handlers
 (``logging.basicConfig``, pytest's ``caplog``), only by propagation. Importing
 ROS 2's ``launch`` (``ros2 launch``, launch_testing's pytest plugin, which pytest

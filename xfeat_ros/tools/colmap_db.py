@@ -41,7 +41,7 @@ def require_backends():
 
 def colmap_camera(model):
     """
-    COLMAP ``(model name, params list)`` of a :class:`xfeat_ros.camera.CameraModel`.
+    COLMAP ``(model name, params list)`` of a :class:`xfeat_ros.features.camera.CameraModel`.
 
     none -> PINHOLE; plumb_bob -> OPENCV (FULL_OPENCV when k3 != 0); rational
     -> FULL_OPENCV; equidistant -> OPENCV_FISHEYE. The principal point moves

@@ -24,12 +24,13 @@ import time
 
 import numpy as np
 
-from xfeat_ros import dds, heap
 from xfeat_ros.cli import one_line_errors, stop_on_sigterm
 from xfeat_ros.defaults import TOP_K
-from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
+from xfeat_ros.features.engine import BACKENDS
 from xfeat_ros.logs import package_logger
+from xfeat_ros.ros import dds
+from xfeat_ros.runtime import heap
 from xfeat_ros.tools.plumbing import start_node, stop_process
 
 LOG = package_logger('xfeat_demo')
@@ -148,8 +149,8 @@ def run_node_and_play(frames, stamps, args, log_path):
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import Image
 
-    from xfeat_ros.image_codec import image_msg
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.features.image_codec import image_msg
+    from xfeat_ros.ros.messages import message_types
     from xfeat_ros.tools.play import stamp_msg
     keypoints_type, matches_type = message_types()
     params = {'input_qos_reliability': 'reliable', 'queue_size': 1000, 'top_k': args.top_k,
@@ -190,7 +191,7 @@ def run_node_and_play(frames, stamps, args, log_path):
         elapsed = time.monotonic() - start
     finally:
         # The node process first, then this one's participant: ending both at once is what
-        # can make Fast DDS spin (xfeat_ros.dds.teardown_guard).
+        # can make Fast DDS spin (xfeat_ros.ros.dds.teardown_guard).
         stop_process(node_process, timeout=30.0)
         with dds.teardown_guard():
             node.destroy_node()
@@ -219,8 +220,8 @@ def main(argv=None):
     except XFeatError as exc:
         parser.error(str(exc))
     heap.keep_large_buffers()  # the demo's Keypoints subscription takes ~1 MB messages
-    from xfeat_ros.messages import features_from_msg
-    from xfeat_ros.weights import find_weights, load_weights
+    from xfeat_ros.ros.messages import features_from_msg
+    from xfeat_ros.features.weights import find_weights, load_weights
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     weights, origin = find_weights(args.weights)

@@ -18,8 +18,8 @@ import posixpath
 
 import numpy as np
 
-from xfeat_ros.camera import CameraModel
 from xfeat_ros.errors import BagError, StampOrderError
+from xfeat_ros.features.camera import CameraModel
 from xfeat_ros.tools.bag import _rosbags
 from xfeat_ros.tools.map_sources import (associate, FrameInfo, IMAGE_TYPE, INFO_TYPE, Item,
                                          KEYPOINTS_TYPE, MappingError, MATCHES_TYPE, reject,
@@ -88,7 +88,7 @@ def _bag_camera(reader, found, namespace):
 def _read_matches(reader, connections):
     """{(previous_stamp_ns, stamp_ns): (previous idx uint32 [M], current idx uint32 [M])}."""
     from rclpy.serialization import deserialize_message
-    from xfeat_ros.messages import message_types
+    from xfeat_ros.ros.messages import message_types
     matches_type = message_types()[1]
     table = {}
     for _, timestamp, raw in reader.messages(connections):
@@ -132,7 +132,7 @@ def _produce(source, features, truth, max_frames):
     """Yield the Items of a bag source (rejecting out-of-order stamps, counted)."""
     from rclpy.serialization import deserialize_message
     if features:
-        from xfeat_ros.messages import features_from_msg, message_types
+        from xfeat_ros.ros.messages import features_from_msg, message_types
         msg_type = message_types()[0]
     else:
         from sensor_msgs.msg import Image as msg_type

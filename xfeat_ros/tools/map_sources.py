@@ -35,12 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from xfeat_ros.camera import CameraModel, read_euroc_extrinsics
 from xfeat_ros.errors import ImageError, XFeatError
-from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence, read_image
+from xfeat_ros.features.camera import CameraModel, read_euroc_extrinsics
 from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.evaluation.datasets import (associate, pose_matrix, read_kitti,
                                                  read_tum_trajectory, tum_camera)
+from xfeat_ros.tools.image_files import IMAGE_SUFFIXES, list_sequence, read_image
 
 LOG = package_logger('xfeat_map')
 IMAGE_TYPE = 'sensor_msgs/msg/Image'
@@ -97,7 +97,7 @@ class Item:
 
     frame: FrameInfo
     image: object = None      # RawImage or sensor_msgs/Image (image sources)
-    features: object = None   # xfeat_ros.pipeline.Features (xfeat_offline bags)
+    features: object = None   # xfeat_ros.features.pipeline.Features (xfeat_offline bags)
 
 
 @dataclass

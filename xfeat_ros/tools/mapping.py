@@ -44,12 +44,12 @@ import time
 
 import numpy as np
 
-from xfeat_ros.camera import CameraModel, MODELS
 from xfeat_ros.cli import one_line_errors
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import ImageError, XFeatError
+from xfeat_ros.features.camera import CameraModel, MODELS
+from xfeat_ros.features.match import mutual_nn_match
 from xfeat_ros.logs import package_logger
-from xfeat_ros.match import mutual_nn_match
 from xfeat_ros.tools import colmap_db, trajectory
 from xfeat_ros.tools.evaluation.datasets import read_tum_trajectory
 from xfeat_ros.tools.map_sources import is_image_folder, MappingError, open_folder, reject
@@ -172,7 +172,7 @@ class FeatureStage:
     def _export(self, name, image):
         """Write a bag image as a file COLMAP can read (SIFT needs image files)."""
         import cv2
-        from xfeat_ros.image_codec import decode_image_msg
+        from xfeat_ros.features.image_codec import decode_image_msg
         grey = decode_image_msg(image)
         path = self.image_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -247,9 +247,10 @@ def run(args, command='xfeat_map'):
         raise MappingError('--features sift needs images; this bag holds Keypoints only')
     engine = None
     if args.features == 'xfeat' and source.kind != 'features-bag':
-        from xfeat_ros.weights import resolve_weights
+        from xfeat_ros.features.weights import resolve_weights
         args.weights = str(resolve_weights(args.weights))
-        from xfeat_ros.engine import create_engine, EngineConfig
+        from xfeat_ros.features.engine import EngineConfig
+        from xfeat_ros.features.factory import create_engine
         # The package's one factory (no silent GPU->CPU switch).
         engine = create_engine(EngineConfig(args.backend, args.weights, args.gpu,
                                             max(args.threads, 0), args.top_k, args.threshold,

@@ -5,7 +5,7 @@
 
 Reads the ``sensor_msgs/Image`` messages of one or more topics of a rosbag2
 bag (sqlite3 or MCAP, through ``rosbags``), runs them through the node's
-front-end core (:mod:`xfeat_ros.core`: the same engine, scheduler, tracks and
+front-end core (:mod:`xfeat_ros.runtime`: the same engine, scheduler, tracks and
 outputs) and writes, beside each image topic ``<namespace>/image...``, the
 node's outputs into a new bag, each at its source image's stamp:
 ``<namespace>/keypoints`` and ``<namespace>/matches`` always, and as asked
@@ -31,16 +31,17 @@ import sys
 import time
 
 from xfeat_ros.cli import error_line, one_line_errors
-from xfeat_ros.core.frontend import FrontEnd, OutputConfig
-from xfeat_ros.core.report import reason_key, Reporter
-from xfeat_ros.core.scheduler import Scheduler, SchedulerConfig
-from xfeat_ros.core.stereo import StereoPairing
-from xfeat_ros.core.stream import CameraStream, stamp_ns
-from xfeat_ros.core.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
-from xfeat_ros.descriptor_format import ENCODINGS
-from xfeat_ros.engine import add_engine_args, create_engine, engine_config, expect_groups
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
+from xfeat_ros.features.descriptor_format import ENCODINGS
+from xfeat_ros.features.engine import expect_groups
+from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
 from xfeat_ros.logs import package_logger
+from xfeat_ros.runtime.frontend import FrontEnd, OutputConfig
+from xfeat_ros.runtime.report import reason_key, Reporter
+from xfeat_ros.runtime.scheduler import Scheduler, SchedulerConfig
+from xfeat_ros.runtime.stereo import StereoPairing
+from xfeat_ros.runtime.stream import CameraStream, stamp_ns
+from xfeat_ros.runtime.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
 from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types,
                                  typestore, writer)
 
@@ -98,7 +99,7 @@ class BagSink:
 
     def publish_keypoints(self, out):
         """Write a frame's Keypoints."""
-        from xfeat_ros.messages import keypoints_msg
+        from xfeat_ros.ros.messages import keypoints_msg
         frame = out.frame
         self._write(out.camera, 'keypoints', frame.header, keypoints_msg(
             frame.header, frame.features, (frame.track_ids, frame.track_ages),
@@ -108,7 +109,7 @@ class BagSink:
 
     def publish_matches(self, out):
         """Write a frame's Matches (none after the camera's first frame)."""
-        from xfeat_ros.messages import matches_msg
+        from xfeat_ros.ros.messages import matches_msg
         frame = out.frame
         if out.previous is not None:
             self._write(out.camera, 'matches', frame.header, matches_msg(
@@ -119,20 +120,20 @@ class BagSink:
 
     def publish_cloud(self, out):
         """Write a frame's keypoint cloud."""
-        from xfeat_ros.messages import keypoint_cloud_msg
+        from xfeat_ros.ros.messages import keypoint_cloud_msg
         frame = out.frame
         self._write(out.camera, 'keypoint_cloud', frame.header, keypoint_cloud_msg(
             frame.header, frame.features, frame.track_ids, frame.track_ages))
 
     def publish_feature(self, camera, header, columns, camera_ids):
         """Write one VINS feature message."""
-        from xfeat_ros.messages import vins_feature_msg
+        from xfeat_ros.ros.messages import vins_feature_msg
         self._write(camera, 'feature', header,
                     vins_feature_msg(header, *columns, camera_ids=camera_ids))
 
     def publish_stereo(self, left_camera, left, right, result):
         """Write a stereo pair's matches (stamped with the right image)."""
-        from xfeat_ros.messages import matches_msg
+        from xfeat_ros.ros.messages import matches_msg
         self._write(left_camera, 'stereo_matches', right.header,
                     matches_msg(right.header, left.stamp, left.features, right.features, result))
 
@@ -163,14 +164,14 @@ def process_bag(engine, input_bag, output_bag, topics=(), storage='sqlite3',
 
     ``outputs`` and ``scheduling`` are the node's output and scheduler
     settings (:class:`OutputConfig`, :class:`SchedulerConfig`); ``config`` the
-    :class:`xfeat_ros.engine.EngineConfig` a CPU fallback is built from.
+    :class:`xfeat_ros.features.engine.EngineConfig` a CPU fallback is built from.
     Returns a Counter: ``frames``, ``keypoints``, ``matches`` (messages),
     ``matched`` (pairs), ``matches_empty_size_change``, ``rejected`` and
     ``rejected_<Reason>`` (and the other per-camera counters, summed), plus
     ``topic`` (the image topics read).
     """
     from sensor_msgs.msg import CameraInfo, Image
-    from xfeat_ros.camera import CameraModel
+    from xfeat_ros.features.camera import CameraModel
     cameras = camera_topics(input_bag, [topics] if isinstance(topics, str) else topics)
     unknown = {c for pair in outputs.pairs for c in pair} - set(cameras)
     if unknown:

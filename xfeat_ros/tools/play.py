@@ -4,7 +4,7 @@
 ``xfeat_play``: publish an image folder or a rosbag2 image topic as a camera topic.
 
 Understands plain folders and TUM / EuRoC layouts (see
-:mod:`xfeat_ros.image_files`). With timestamps in the layout, messages carry
+:mod:`xfeat_ros.tools.image_files`). With timestamps in the layout, messages carry
 them and are paced like the recording (``--rate`` overrides the pacing,
 ``--restamp`` stamps with the current time instead). Images are decoded once
 up front, so the publish rate is not limited by disk or PNG decoding.
@@ -28,12 +28,13 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Image
 
-from xfeat_ros import dds, heap
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, ParameterError, XFeatError
-from xfeat_ros.image_codec import convert_pixels, image_msg
-from xfeat_ros.image_files import list_sequence, read_image
+from xfeat_ros.features.image_codec import convert_pixels, image_msg
+from xfeat_ros.ros import dds
+from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bag import is_bag, read_images
+from xfeat_ros.tools.image_files import list_sequence, read_image
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
 ACK_TIMEOUT_S = 10.0

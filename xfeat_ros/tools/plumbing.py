@@ -41,7 +41,7 @@ def load_upstream(directory, weights, top_k, threshold, device='cpu'):
     Return upstream's ``XFeat`` from a checkout, with ``weights`` loaded, on ``device``, in eval.
 
     ``directory`` holds ``modules/xfeat.py``; ``weights`` is the dict of
-    :func:`xfeat_ros.weights.load_weights` (upstream's fine matcher may be
+    :func:`xfeat_ros.features.weights.load_weights` (upstream's fine matcher may be
     absent). Raises :class:`BackendError` when torch, the checkout or a module
     it imports (such as tqdm) is missing and :class:`WeightsError` when the
     network does not take the weights.
@@ -177,8 +177,8 @@ def ros_param(value):
 
 
 def node_command(params, extra_args=()):
-    """Return the command line of ``python -m xfeat_ros.node`` with ``params`` set."""
-    command = [sys.executable, '-m', 'xfeat_ros.node', '--ros-args', *extra_args]
+    """Return the command line of ``python -m xfeat_ros.ros.node`` with ``params`` set."""
+    command = [sys.executable, '-m', 'xfeat_ros.ros.node', '--ros-args', *extra_args]
     for name, value in params.items():
         command += ['-p', f'{name}:={ros_param(value)}']
     return command

@@ -12,7 +12,7 @@ Modes (``xfeat_bench MODE --help`` lists the options of each):
     engine submits N frames, then synchronizes once; the CPU engine has no
     asynchrony, so only N = 1 is measured there). Next to it, in the same
     process on the same device: the PyTorch reference of upstream's algorithm
-    (:mod:`xfeat_ros.reference_torch`, batches of N) and, with
+    (:mod:`xfeat_ros.tools.reference_torch`, batches of N) and, with
     ``--upstream DIR``, upstream XFeat itself (``detectAndCompute`` + ``match``).
     Frames are real images (``--images``, default TUM fr2/desk of
     ``../shared/data``) cropped and resized to each resolution, rotated so
@@ -23,7 +23,7 @@ Modes (``xfeat_bench MODE --help`` lists the options of each):
     ``pipeline`` with the CPU defaults: ONNX Runtime at 640x480, one frame in
     flight, against the reference (and upstream) on the CPU.
 ``node``
-    Starts ``xfeat_node`` (``python -m xfeat_ros.node``) and separate camera
+    Starts ``xfeat_node`` (``python -m xfeat_ros.ros.node``) and separate camera
     processes (``xfeat_bench publisher``) for each configuration
     (cameras x Hz; ``max``: as fast as the publisher can), through real rclpy
     transport; after a warm-up, reports the publish and output rates,
@@ -37,5 +37,5 @@ Modes (``xfeat_bench MODE --help`` lists the options of each):
 
 Every ROS process this tool starts runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``
 and one ``ROS_DOMAIN_ID`` (DDS traffic stays on this machine) and, with ``--dds-profile``
-(default: the shipped config/fastdds_shm.xml), the same Fast DDS profile (xfeat_ros.dds).
+(default: the shipped config/fastdds_shm.xml), the same Fast DDS profile (xfeat_ros.ros.dds).
 """

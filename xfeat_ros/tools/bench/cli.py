@@ -8,14 +8,14 @@ import logging
 import os
 from pathlib import Path
 
-from xfeat_ros import dds
 from xfeat_ros.cli import one_line_errors
-from xfeat_ros.core.frontend import OutputConfig
-from xfeat_ros.core.scheduler import SchedulerConfig
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
-from xfeat_ros.descriptor_format import ENCODINGS as DESCRIPTOR_ENCODINGS
-from xfeat_ros.engine import BACKENDS
 from xfeat_ros.errors import XFeatError
+from xfeat_ros.features.descriptor_format import ENCODINGS as DESCRIPTOR_ENCODINGS
+from xfeat_ros.features.engine import BACKENDS
+from xfeat_ros.ros import dds
+from xfeat_ros.runtime.frontend import OutputConfig
+from xfeat_ros.runtime.scheduler import SchedulerConfig
 from xfeat_ros.tools.bench import __doc__ as DOC
 from xfeat_ros.tools.bench.collector import TAKES
 from xfeat_ros.tools.bench.frames import default_images, default_weights

@@ -9,7 +9,7 @@ rclpy's raw take (a new ``bytes`` per message, copied twice) in the
 executor's thread then bounds what the benchmark sees, not the node
 (docs/design-notes.md). By default (``take='rcl'``) the
 Keypoints are taken the way the node takes its images
-(:class:`xfeat_ros.image_receiver.ImageReceiver`, rcl's own take): in a
+(:class:`xfeat_ros.ros.transport.image_receiver.ImageReceiver`, rcl's own take): in a
 thread of their own, into one kept buffer, as only the header is read;
 ``take='rclpy'`` keeps rclpy's raw subscriptions in the executor (what the
 benchmark did before). The executor serves the node's /diagnostics either way.
@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from xfeat_ros import dds, rcl_io
+from xfeat_ros.ros import dds
+from xfeat_ros.ros.transport import rcl_io
 
 TAKES = ('rcl', 'rclpy')
 
@@ -62,8 +63,8 @@ class Collector:
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.event_handler import SubscriptionEventCallbacks
         from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from xfeat_ros.image_receiver import ImageReceiver
-        from xfeat_ros.messages import message_types
+        from xfeat_ros.ros.transport.image_receiver import ImageReceiver
+        from xfeat_ros.ros.messages import message_types
         if take not in TAKES:
             raise ValueError(f'collector take {take!r}: one of {", ".join(TAKES)}')
         keypoints_type = message_types()[0]
@@ -103,7 +104,7 @@ class Collector:
             self.receiver.start()
 
     def _on_diagnostics(self, array):
-        from xfeat_ros.messages import camera_status_values
+        from xfeat_ros.ros.messages import camera_status_values
         for name in self.cameras:
             values = camera_status_values(array, f'/{name}/image')
             if values is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xfeat_ros.image_codec import raw_image
+from xfeat_ros.features.image_codec import raw_image
 from xfeat_ros.tools.plumbing import REPO
 
 
@@ -28,7 +28,7 @@ def default_weights():
 
 def load_images(folder, count):
     """Up to ``count`` images of a folder or sequence, evenly spread, as uint8 RGB [H, W, 3]."""
-    from xfeat_ros.image_files import list_sequence, read_image
+    from xfeat_ros.tools.image_files import list_sequence, read_image
     paths = [p for _, p in list_sequence(folder)]
     if count and len(paths) > count:
         paths = [paths[round(i * (len(paths) - 1) / max(count - 1, 1))] for i in range(count)]

@@ -17,8 +17,9 @@ import sys
 import tempfile
 import time
 
-from xfeat_ros import dds, heap
 from xfeat_ros.logs import package_logger
+from xfeat_ros.ros import dds
+from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bench.collector import Collector
 from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment

@@ -14,7 +14,8 @@ import os
 import sys
 import time
 
-from xfeat_ros.engine import create_engine, EngineConfig
+from xfeat_ros.features.engine import EngineConfig
+from xfeat_ros.features.factory import create_engine
 from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.bench.frames import (fit_resolution, frame_message, load_images,
                                           parse_resolutions)
@@ -107,7 +108,7 @@ class EngineContender:
         ``epipolar`` (True / False) sets the GPU engine's device check of the
         matches before each group; None keeps the engine's setting. ``arm``:
         after a one-frame group, the next frame is armed
-        (:meth:`xfeat_ros.gpu.engine.GpuEngine.arm`, into the next round's
+        (:meth:`xfeat_ros.features.gpu.engine.GpuEngine.arm`, into the next round's
         slot) while this one's results are fetched; its device times then
         start where its gate opened.
         """
@@ -119,8 +120,8 @@ class EngineContender:
         self.sets = [[engine.alloc_slot() for _ in range(self.max_in_flight)] for _ in range(2)]
         self.parity = 0
         self.previous = None
-        self.grouped = hasattr(engine, 'submit_group') and hasattr(engine, 'results')
-        self.arm = bool(arm) and hasattr(engine, 'arm')
+        self.grouped = engine.capabilities.groups
+        self.arm = bool(arm) and engine.capabilities.arming
         self.timer = (DeviceTimer('cupy', engine.stream, engine.gpu) if self.on_gpu
                       else DeviceTimer())
         self.work_start = None
@@ -227,8 +228,8 @@ class TorchContender:
 
 
 def reference_contender(weights, device, top_k, threshold, min_cossim):
-    """Build the PyTorch reference of upstream's algorithm (:mod:`xfeat_ros.reference_torch`)."""
-    from xfeat_ros.reference_torch import ReferenceXFeat
+    """Build the PyTorch reference of upstream (:mod:`~xfeat_ros.tools.reference_torch`)."""
+    from xfeat_ros.tools.reference_torch import ReferenceXFeat
     ref = ReferenceXFeat(weights, device, top_k, threshold, min_cossim)
     return TorchContender('reference', ref.detect_and_compute, ref.match, device)
 
@@ -342,7 +343,7 @@ def machine_rates(device, size=8192, copy_mib=1024, reps=10):
 
 def run_pipeline(args):
     """Pipeline / CPU mode: measure every contender, print the table, write JSON."""
-    from xfeat_ros.weights import load_weights, resolve_weights
+    from xfeat_ros.features.weights import load_weights, resolve_weights
     weights = load_weights(resolve_weights(args.weights))
     engine = create_engine(EngineConfig(args.backend, weights, args.gpu, args.threads,
                                         args.top_k, args.threshold, args.min_cossim), LOG)
@@ -361,7 +362,7 @@ def run_pipeline(args):
     if unchecked:
         contenders.append((EngineContender(engine, max(in_flight), UNCHECKED, epipolar=False),
                            in_flight))
-    armed = args.armed and hasattr(engine, 'arm') and 1 in in_flight
+    armed = args.armed and engine.capabilities.arming and 1 in in_flight
     if armed:
         contenders.append((EngineContender(engine, 1, ARMED, epipolar=True, arm=True), [1]))
         if unchecked:

@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 
-from xfeat_ros import dds, heap
+from xfeat_ros.ros import dds
+from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bench.frames import fit_resolution, load_images, parse_resolutions
 
 ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
@@ -24,7 +25,7 @@ ACK_TIMEOUT_S = 5.0
 
 
 def ros_environment(domain_id=None, profile=dds.SHIPPED):
-    """Keep DDS on this machine, apply the Fast DDS profile (xfeat_ros.dds); returns the domain."""
+    """Keep DDS on this machine, apply the Fast DDS profile (ros.dds); return the domain."""
     return dds.ros_environment(profile, domain_id=domain_id)['domain_id']
 
 
@@ -98,7 +99,7 @@ def run_publisher(args):
     from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
-    from xfeat_ros.image_codec import image_msg
+    from xfeat_ros.features.image_codec import image_msg
     width, height = parse_resolutions(args.resolution)[0]
     images = [fit_resolution(img, width, height)
               for img in load_images(args.images, args.num_images)]

@@ -21,7 +21,7 @@ Each dataset folder is recognised by its layout:
   pose AUC at 5/10/20 degrees of ``max(rotation, translation)`` error;
 * pose pair lists (a ``.txt`` in SuperGlue's ScanNet / YFCC form or a
   ``.json`` like upstream XFeat's MegaDepth-1500 list, see
-  :mod:`xfeat_ros.pair_lists`): every listed pair with its own intrinsics and
+  :mod:`xfeat_ros.tools.evaluation.pair_lists`): every listed pair with its own intrinsics and
   relative pose, scored as the pose sequences are.
 
 Every method sees the same pairs: the xfeat_ros engines named by ``--backend``
@@ -29,19 +29,19 @@ Every method sees the same pairs: the xfeat_ros engines named by ``--backend``
 upstream XFeat itself (``detectAndCompute`` + ``match``, loaded with the same
 weights). With ``--descriptor-encoding`` the xfeat_ros methods are evaluated
 once per wire encoding of the descriptors (float32, float16, int8; see
-:mod:`xfeat_ros.descriptor_format`): the descriptors are encoded and decoded after
+:mod:`xfeat_ros.features.descriptor_format`): the descriptors are encoded and decoded after
 extraction and matched by mutual NN as a consumer of the wire format would,
 and the tables add the encoded bytes per frame and the share of the engine's
 float32 matches reproduced. The output folder gets ``results.md``,
 ``results.json`` and PNG plots (accuracy curves, errors along each pose
 sequence, the best and worst pair of each method with inliers green and
 outliers red). Metric conventions
-are in :mod:`xfeat_ros.metrics`.
+are in :mod:`xfeat_ros.tools.evaluation.metrics`.
 
 The robust fits are deterministic for a given order of the matches (OpenCV's
 RANSAC and USAC fits sample by match index from their own fixed-state
 generator; ``cv2.setRNGSeed`` does not change them, see
-:mod:`xfeat_ros.geometry`), and every pair is fitted with its matches in a
+:mod:`xfeat_ros.features.geometry`), and every pair is fitted with its matches in a
 canonical order. One match more or less still changes the samples and so the
 estimate. With ``--fit-orders N`` every pair is also fitted with its matches
 in N seeded random orders (the matches are computed once) and the summaries

@@ -11,11 +11,11 @@ import platform
 import sys
 import time
 
-from xfeat_ros.camera import CameraModel
 from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import DatasetError, ParameterError, XFeatError
-from xfeat_ros.geometry import HOMOGRAPHY_METHODS
+from xfeat_ros.features.camera import CameraModel
+from xfeat_ros.features.geometry import HOMOGRAPHY_METHODS
 from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.evaluation import __doc__ as DOC
 from xfeat_ros.tools.evaluation.datasets import describe_camera, LAYOUTS, load_dataset, TUM_FR2
@@ -94,7 +94,7 @@ def build_parser():
 
 def run(args, command='xfeat_eval'):
     """Evaluate every method on every dataset; write the outputs and return the results dict."""
-    from xfeat_ros.weights import load_weights, resolve_weights
+    from xfeat_ros.features.weights import load_weights, resolve_weights
     camera = (CameraModel.from_yaml(args.intrinsics) if args.intrinsics
               else CameraModel.from_opencv([args.fx, args.fy, args.cx, args.cy], args.dist))
     opencv_distortion(camera)  # a camera the pose fit cannot undistort: said before any work

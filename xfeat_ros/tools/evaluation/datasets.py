@@ -6,8 +6,8 @@ The dataset readers of ``xfeat_eval`` and ``xfeat_map``: layouts and their groun
 :func:`load_dataset` recognises a folder or a pair list (:data:`LAYOUTS`) and
 returns a :class:`Dataset`: homography pairs (HPatches, Oxford) or pose frames
 (TUM RGB-D, KITTI odometry) with their camera (a
-:class:`~xfeat_ros.camera.CameraModel`), or the pairs of a pose pair list
-(:mod:`xfeat_ros.pair_lists`).
+:class:`~xfeat_ros.features.camera.CameraModel`), or the pairs of a pose pair list
+(:mod:`xfeat_ros.tools.evaluation.pair_lists`).
 
 The readers of the sequence layouts are shared with ``xfeat_map``
 (:mod:`xfeat_ros.tools.map_sources`): TUM trajectory files and their
@@ -25,12 +25,12 @@ import re
 
 import numpy as np
 
-from xfeat_ros.camera import CameraModel
 from xfeat_ros.errors import CameraModelError, DatasetError
-from xfeat_ros.geometry import quaternion_to_matrix
-from xfeat_ros.image_files import IMAGE_SUFFIXES, list_sequence
+from xfeat_ros.features.camera import CameraModel
+from xfeat_ros.features.geometry import quaternion_to_matrix
 from xfeat_ros.logs import package_logger
-from xfeat_ros.pair_lists import is_pair_list, read_pair_list
+from xfeat_ros.tools.evaluation.pair_lists import is_pair_list, read_pair_list
+from xfeat_ros.tools.image_files import IMAGE_SUFFIXES, list_sequence
 
 LOG = package_logger('xfeat_eval')
 
@@ -366,7 +366,7 @@ def _kitti_numbers(values, count, path, what):
 
 
 def describe_camera(camera):
-    """Return a JSON-ready description of a :class:`~xfeat_ros.camera.CameraModel`."""
+    """Return a JSON-ready description of a :class:`~xfeat_ros.features.camera.CameraModel`."""
     k = camera.matrix
     return {'fx': k[0, 0], 'fy': k[1, 1], 'cx': k[0, 2], 'cy': k[1, 2],
             'dist': [float(d) for d in camera.coeffs] if camera.coeffs.size else None}

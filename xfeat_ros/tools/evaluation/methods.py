@@ -29,7 +29,7 @@ class EngineMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe an image into ``slot``; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.image_codec import image_msg
+        from xfeat_ros.features.image_codec import image_msg
         self.engine.submit(image_msg(pixels, encoding), self.slots[slot])
         self.engine.synchronize()
         self.keypoints[slot] = self.engine.features(self.slots[slot]).keypoints
@@ -76,7 +76,8 @@ class UpstreamMethod:
 
 def create_engine_method(backend, args, slots):
     """Build an :class:`EngineMethod` for ``backend`` as the node would (auto: GPU first)."""
-    from xfeat_ros.engine import create_engine, EngineConfig
+    from xfeat_ros.features.engine import EngineConfig
+    from xfeat_ros.features.factory import create_engine
     engine = create_engine(EngineConfig(backend, args.weights, args.gpu, args.threads, args.top_k,
                                         args.threshold, args.min_cossim), LOG)
     return EngineMethod(engine, slots)
@@ -87,9 +88,9 @@ class EncodedMethod:
     Run an :class:`EngineMethod` with its descriptors sent through a wire encoding.
 
     ``extract`` runs the engine, encodes its float32 [N, 64] descriptors with
-    :func:`xfeat_ros.descriptor_format.encode_descriptors` and keeps the decoded float32
+    :func:`xfeat_ros.features.descriptor_format.encode_descriptors` and keeps the decoded float32
     [N, 64] copy; ``match`` is what a consumer of the wire format does:
-    :func:`xfeat_ros.match.mutual_nn_match` on two decoded sets. Several
+    :func:`xfeat_ros.features.match.mutual_nn_match` on two decoded sets. Several
     encodings can wrap the same engine method (they share its slots; methods
     run one after another). Each match also runs the engine's own match and
     reports, through :meth:`match_extras`, how many of those (float32)
@@ -98,7 +99,7 @@ class EncodedMethod:
 
     def __init__(self, method_engine, encoding, min_cossim):
         """Wrap ``method_engine`` (an :class:`EngineMethod`) for ``encoding``."""
-        from xfeat_ros.descriptor_format import check_encoding
+        from xfeat_ros.features.descriptor_format import check_encoding
         check_encoding(encoding)
         self.inner = method_engine
         self.encoding = encoding
@@ -111,7 +112,7 @@ class EncodedMethod:
 
     def extract(self, slot, pixels, encoding):
         """Detect and describe through the engine; returns keypoints float32 [N, 2]."""
-        from xfeat_ros.descriptor_format import decode_descriptors, encode_descriptors
+        from xfeat_ros.features.descriptor_format import decode_descriptors, encode_descriptors
         keypoints = self.inner.extract(slot, pixels, encoding)
         features = self.inner.engine.features(self.inner.slots[slot])
         wire = encode_descriptors(features.descriptors, self.encoding)
@@ -122,7 +123,7 @@ class EncodedMethod:
 
     def match(self, slot0, slot1):
         """Return mutual-NN matches ``(idx0, idx1)`` int64 [M] of the decoded descriptors."""
-        from xfeat_ros.match import mutual_nn_match
+        from xfeat_ros.features.match import mutual_nn_match
         idx0, idx1, _ = mutual_nn_match(self.descriptors[slot0], self.descriptors[slot1],
                                         self.min_cossim)
         ref0, ref1 = self.inner.match(slot0, slot1)
@@ -153,7 +154,7 @@ def descriptor_encodings(values):
     ``values`` None (the option not given) returns None. Raises
     :class:`xfeat_ros.errors.ParameterError` for an unknown name.
     """
-    from xfeat_ros.descriptor_format import check_encoding
+    from xfeat_ros.features.descriptor_format import check_encoding
     if values is None:
         return None
     names = []

@@ -9,9 +9,9 @@ Every function writes one PNG (matplotlib, Agg backend; OpenCV for the drawn pai
 import numpy as np
 
 from xfeat_ros.errors import XFeatError
-from xfeat_ros.image_files import read_image
-from xfeat_ros.metrics import accuracy_at
+from xfeat_ros.tools.evaluation.metrics import accuracy_at
 from xfeat_ros.tools.evaluation.report import fmt, slug
+from xfeat_ros.tools.image_files import read_image
 
 DRAWN_MATCHES = 300
 

@@ -16,15 +16,16 @@ import os
 
 import numpy as np
 
-from xfeat_ros.camera import CameraModel
 from xfeat_ros.errors import DatasetError
-from xfeat_ros.geometry import (essential_pose, estimate_homography, RANSAC_SEED,
-                                relative_pose)
-from xfeat_ros.image_files import read_image
+from xfeat_ros.features.camera import CameraModel
+from xfeat_ros.features.geometry import (essential_pose, estimate_homography, RANSAC_SEED,
+                                         relative_pose)
 from xfeat_ros.logs import package_logger
-from xfeat_ros.metrics import corner_error, rotation_error_deg, translation_error_deg
-from xfeat_ros.pair_lists import unrotate_points
 from xfeat_ros.tools.evaluation.methods import match_extras
+from xfeat_ros.tools.evaluation.metrics import (corner_error, rotation_error_deg,
+                                                translation_error_deg)
+from xfeat_ros.tools.evaluation.pair_lists import unrotate_points
+from xfeat_ros.tools.image_files import read_image
 
 LOG = package_logger('xfeat_eval')
 
@@ -169,7 +170,7 @@ def pose_errors(points0, points1, camera, truth, settings):
     Fit the relative pose to matched pixels and score it against the truth.
 
     ``points0``/``points1`` float [M, 2] pixels, ``camera`` a
-    :class:`~xfeat_ros.camera.CameraModel`,
+    :class:`~xfeat_ros.features.camera.CameraModel`,
     ``truth`` ``(R float64 3x3, t float64 [3])`` from camera 0 to camera 1.
     Returns ``(rotation error deg, translation error deg, inlier_mask bool
     [M])``; both errors inf when there are under :data:`MIN_POSE_MATCHES`

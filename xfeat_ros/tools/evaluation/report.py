@@ -3,7 +3,7 @@
 """
 What ``xfeat_eval`` reports: per-method summaries, Markdown tables and JSON-ready results.
 
-Metric conventions are in :mod:`xfeat_ros.metrics`: MHA at 1/3/5 px of corner
+Metric conventions are in :mod:`xfeat_ros.tools.evaluation.metrics`: MHA at 1/3/5 px of corner
 error, pose AUC at 5/10/20 degrees of ``max(rotation, translation)`` error.
 """
 
@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from xfeat_ros.metrics import accuracy_at, pose_auc
+from xfeat_ros.tools.evaluation.metrics import accuracy_at, pose_auc
 
 MHA_THRESHOLDS = (1.0, 3.0, 5.0)
 AUC_THRESHOLDS = (5.0, 10.0, 20.0)

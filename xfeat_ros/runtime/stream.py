@@ -1,0 +1,361 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+One camera's stream: receipt checks, counters, frame records and tracks.
+
+A camera's image becomes a :class:`Pending` when :meth:`CameraStream.accept`
+takes it (header checks, stamp order), a :class:`Done` once the engine has
+its features and matches, and a :class:`Frame` (with track ids) when
+:meth:`CameraStream.advance` continues the camera's tracks. Counters are
+thread-safe: receipt, scheduling and outputs may run on different threads.
+
+Stamp order: a stamp must be later than the camera's previous one. A repeated
+stamp, or one earlier by at most :data:`STAMP_JUMP_TOLERANCE_S`, is rejected
+(:class:`xfeat_ros.errors.StampOrderError`); a stamp earlier by more than that
+(a bag replayed or looping, a camera restarted on another clock, sim time
+reset) restarts the camera's stream: the image is accepted on a new
+*timeline* (:attr:`Pending.timeline`), counted ``stamp_jumps_back``, and no
+frame of a new timeline is matched to, continues tracks from, or is stereo
+paired with the camera's frames of an older one.
+"""
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from statistics import median
+import threading
+import time
+
+from xfeat_ros.errors import ImageError, StampOrderError
+from xfeat_ros.features.image_codec import validate_layout
+from xfeat_ros.features.preprocess import model_size
+from xfeat_ros.features.tracks import continued_tracks, next_tracks, track_origin
+
+TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage figures
+# Stages of a frame's latency, each from the previous mark to its own (see Pending.marks):
+# transport (image stamp -> receipt, wall clock: meaningful when the camera stamps with
+# this machine's clock), queue (-> taken into a group), submit (-> the group is enqueued on
+# the engine: host work; the CPU engine computes here), device (-> the engine's synchronize
+# returns), results (-> features and matches are on the host, stereo matched), handoff
+# (-> the output thread starts the frame), tracks (-> track ids assigned), keypoints
+# (-> Keypoints serialized and handed to the middleware: what most readers wait for), publish
+# (-> Matches too), output (-> every other output sent).
+STAGES = ('transport', 'queue', 'submit', 'device', 'results', 'handoff', 'tracks', 'keypoints',
+          'publish', 'output')
+# The transport stage in three parts, from the DDS timestamps of the image's message info
+# (same machine, same clock): the camera's own time from its stamp to its DDS write
+# (conversion and serialization in the driver), the middleware's delivery into the node's
+# reader, and the node's take (its image thread waking, the copy out of the middleware).
+TRANSPORT_PARTS = ('transport_camera', 'transport_dds', 'transport_take')
+TRANSPORT_MAX_MS = 10_000.0  # older (or future) stamps come from another clock: not counted
+# A stamp earlier than the camera's previous one by more than this restarts the camera's
+# stream (a replayed or looping bag, another clock); up to it, it is rejected as out of order.
+STAMP_JUMP_TOLERANCE_S = 0.1
+STAMP_JUMP_TOLERANCE_NS = int(round(STAMP_JUMP_TOLERANCE_S * 1e9))
+
+
+def stamp_ns(stamp):
+    """Integer nanoseconds of a ``builtin_interfaces/Time``."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def check_image(msg, last_stamp_ns):
+    """
+    Raise the :class:`xfeat_ros.errors.ImageError` for an image rejected on receipt.
+
+    Checks the header against the data, the 32 px minimum, and that a non-zero
+    stamp is later than ``last_stamp_ns`` or earlier by more than
+    :data:`STAMP_JUMP_TOLERANCE_S` (a jump back: the caller restarts the
+    camera's stream). Returns the stamp in nanoseconds.
+    """
+    validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+    model_size(msg.height, msg.width)
+    stamp = stamp_ns(msg.header.stamp)
+    if stamp and last_stamp_ns - STAMP_JUMP_TOLERANCE_NS <= stamp <= last_stamp_ns:
+        raise StampOrderError(f'stamp {stamp} ns is not later than the previous image stamp '
+                              f'{last_stamp_ns} ns (repeated, or out of order by at most '
+                              f'{STAMP_JUMP_TOLERANCE_S} s; a jump back beyond that restarts '
+                              'the stream)')
+    return stamp
+
+
+def transport_parts(stamp, info, now_ns):
+    """
+    Split an image's transport into :data:`TRANSPORT_PARTS` (ms), or return None.
+
+    ``info``: rclpy's message info (``source_timestamp``: the writer's clock
+    when the sample was written, ``received_timestamp``: when the node's
+    reader got it); None where either is missing or the times are out of
+    order (another machine's clock).
+    """
+    source = (info or {}).get('source_timestamp') or 0
+    reader = (info or {}).get('received_timestamp') or 0
+    if not stamp or not source or not stamp <= source <= reader <= now_ns:
+        return None
+    return ((source - stamp) / 1e6, (reader - source) / 1e6, (now_ns - reader) / 1e6)
+
+
+@dataclass(eq=False)
+class Pending:
+    """
+    An accepted image waiting for the engine: camera name, message, receipt time (s).
+
+    ``msg`` is dropped (None) once the frame's outputs are sent; ``frame``
+    keeps its header. ``timeline`` counts the camera's stamp jumps back before
+    it: a frame is matched to and continues the tracks of earlier frames of
+    its own timeline only; ``restart`` marks the image whose stamp jumped back.
+    """
+
+    camera: str
+    msg: object
+    received: float
+    frame: object = None  # its Frame, once finished
+    transport_ms: float = None  # receipt wall time - image stamp (None: no stamp)
+    transport_parts: tuple = None  # ms of TRANSPORT_PARTS (None: no stamp or DDS timestamps)
+    marks: dict = field(default_factory=dict)  # stage -> monotonic s at its end
+    timeline: int = 0      # the camera's stamp jumps back before this image
+    restart: bool = False  # this image's stamp jumped back: it starts its timeline
+
+    @property
+    def shape(self):
+        """``(height, width)`` of the image."""
+        return (self.msg.height, self.msg.width)
+
+
+@dataclass(eq=False)
+class Done:
+    """
+    A frame back from the engine.
+
+    ``matches`` against the camera's previous frame (None: no previous frame
+    of the same size); ``stereo`` the :class:`xfeat_ros.runtime.stereo.StereoMatch`
+    this frame completed, if any.
+    """
+
+    item: Pending
+    features: object
+    matches: object = None
+    stereo: object = None
+
+
+@dataclass(eq=False)
+class Frame:
+    """A finished frame of a camera: image header, host features, size, tracks, timeline."""
+
+    header: object             # the image's std_msgs/Header
+    features: object
+    shape: tuple
+    track_ids: object = None   # uint64 [N]
+    track_ages: object = None  # uint32 [N]
+    vins: object = None        # its VinsPart (VINS features on), or None
+    timeline: int = 0          # its Pending's timeline
+
+    @property
+    def stamp(self):
+        """Return when the image was taken (its header stamp, a Time message)."""
+        return self.header.stamp
+
+
+@dataclass(eq=False)
+class FrameOutput:
+    """
+    What one finished frame publishes.
+
+    ``previous`` the camera's previous Frame (None for its first frame): a
+    Matches message goes out whenever it is set, empty when ``matches`` is
+    None (the image size changed, or the stamp jumped back: ``restarted``,
+    ``previous`` then of the old timeline, every track new). ``origin`` int64
+    [N]: per keypoint, the index in ``previous`` its track continues, -1 for a
+    new track (made on first use where the engine continued the tracks: only
+    the debug picture and VINS read it).
+    """
+
+    camera: str
+    frame: Frame
+    previous: object
+    matches: object
+    known_origin: object  # origin, or None: made from the matches' verified mask when asked
+    msg: object        # the image message
+    received: float    # receipt time (monotonic s)
+    restarted: bool = False  # first published frame of a new timeline (stamps jumped back)
+
+    @property
+    def origin(self):
+        """Per keypoint the index in ``previous`` its track continues, -1 for a new track."""
+        if self.known_origin is None:
+            self.known_origin = track_origin(len(self.frame.features), self.matches)
+        return self.known_origin
+
+    @property
+    def size_changed(self):
+        """Tell whether a previous frame exists but has another image size."""
+        return self.previous is not None and self.previous.shape != self.frame.shape
+
+
+class CameraStream:
+    """
+    Receipt, counters and track state of one camera.
+
+    Receipt (:meth:`accept`) and outputs (:meth:`advance`) may run on
+    different threads; each touches its own fields, counters take a lock.
+    """
+
+    def __init__(self, name):
+        """Start a stream named ``name`` (no frames, zero counters)."""
+        self.name = name
+        self._lock = threading.Lock()
+        self._counts = Counter()
+        self.last_stamp_ns = 0      # newest accepted non-zero stamp (receipt side)
+        self.timeline = 0           # stamp jumps back so far (receipt side)
+        self.previous = None        # the last finished Frame (output side)
+        self.next_track_id = 0
+        self._camera_model = None
+        self.published_at = deque(maxlen=TIMING_WINDOW)  # monotonic s
+        self.latency_ms = deque(maxlen=TIMING_WINDOW)    # receipt -> published
+        self.stage_ms = {stage: deque(maxlen=TIMING_WINDOW)
+                         for stage in STAGES[:1] + TRANSPORT_PARTS + STAGES[1:]}
+
+    # -- counters ---------------------------------------------------------------------------------
+    def count(self, key, n=1):
+        """Add ``n`` to counter ``key``; return its new value."""
+        with self._lock:
+            self._counts[key] += n
+            return self._counts[key]
+
+    def counts(self):
+        """Return a copy of the counters."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def timings(self):
+        """Return ``(published_at, latency_ms)`` lists of the last published frames."""
+        with self._lock:
+            return list(self.published_at), list(self.latency_ms)
+
+    def published(self, item, now):
+        """Count a published :class:`Pending` whose outputs were all sent at ``now``."""
+        marks = dict(item.marks, output=now)
+        with self._lock:
+            self._counts['published'] += 1
+            self.published_at.append(now)
+            self.latency_ms.append((now - item.received) * 1000.0)
+            if item.transport_ms is not None:
+                self.stage_ms['transport'].append(item.transport_ms)
+            for part, ms in zip(TRANSPORT_PARTS, item.transport_parts or ()):
+                self.stage_ms[part].append(ms)
+            before = item.received
+            for stage in STAGES[1:]:
+                if stage in marks:
+                    self.stage_ms[stage].append((marks[stage] - before) * 1000.0)
+                    before = marks[stage]
+
+    def stage_medians(self):
+        """Return ``{stage: median ms}`` over the last published frames (see STAGES)."""
+        # Copies under the lock (the output thread's published() waits for it), then one sort
+        # each: np.median's per-call cost made this ~0.5 ms a camera (docs/design-notes.md).
+        with self._lock:
+            windows = [(stage, list(values)) for stage, values in self.stage_ms.items() if values]
+        return {stage: float(median(values)) for stage, values in windows}
+
+    @property
+    def camera_model(self):
+        """Return the camera's :class:`~xfeat_ros.features.camera.CameraModel` (None: unknown)."""
+        with self._lock:
+            return self._camera_model
+
+    @camera_model.setter
+    def camera_model(self, model):
+        with self._lock:
+            self._camera_model = model
+
+    # -- receipt ----------------------------------------------------------------------------------
+    def accept(self, msg, received, parse=None, info=None):
+        """
+        Check an image on receipt; return its :class:`Pending`.
+
+        ``parse`` turns ``msg`` into an Image-like object first (the node's raw
+        subscription passes :func:`xfeat_ros.ros.transport.cdr.parse_image`); ``info``, the
+        subscription's message info, splits the transport stage (see
+        :func:`transport_parts`). Counts
+        ``received``, then ``accepted`` or ``rejected`` and ``rejected_<Error>``;
+        re-raises the :class:`xfeat_ros.errors.ImageError`. A stamp that jumps
+        back beyond :data:`STAMP_JUMP_TOLERANCE_S` starts a new timeline
+        (``restart`` set) and is counted ``stamp_jumps_back``.
+        """
+        self.count('received')
+        try:
+            if parse is not None:
+                msg = parse(msg)
+            stamp = check_image(msg, self.last_stamp_ns)
+        except ImageError as exc:
+            self.reject(exc)
+            raise
+        restart = 0 < stamp < self.last_stamp_ns  # past check_image: beyond the tolerance
+        if restart:
+            self.timeline += 1
+            self.count('stamp_jumps_back')
+        if stamp:
+            self.last_stamp_ns = stamp
+        self.count('accepted')
+        now = time.time_ns()
+        transport = (now - stamp) / 1e6 if stamp else None
+        if transport is not None and not 0.0 <= transport <= TRANSPORT_MAX_MS:
+            transport = None  # sim time, a replayed bag: not this machine's clock
+        parts = transport_parts(stamp, info, now) if transport is not None else None
+        return Pending(self.name, msg, received, transport_ms=transport, transport_parts=parts,
+                       timeline=self.timeline, restart=restart)
+
+    def reject(self, exc, late=False):
+        """Count a rejected image (``late``: by the engine, after it was accepted)."""
+        kind = type(exc).__name__
+        with self._lock:
+            self._counts['rejected'] += 1
+            if late:
+                self._counts['rejected_late'] += 1
+            self._counts[f'rejected_{kind}'] += 1
+            return self._counts[f'rejected_{kind}']
+
+    def track_state(self):
+        """
+        ``(ids, ages, next_id, frame)`` the camera's next frame continues, or None.
+
+        The last finished frame's track ids and ages and the next new id, for
+        an engine that continues them itself (an armed GPU frame): its result
+        counts only while this is still the state (:func:`continued_tracks`).
+        """
+        frame = self.previous
+        if frame is None:
+            return None
+        return frame.track_ids, frame.track_ages, self.next_track_id, frame
+
+    # -- outputs ----------------------------------------------------------------------------------
+    def advance(self, done):
+        """
+        Continue the camera's tracks with a frame back from the engine.
+
+        Returns its :class:`FrameOutput`; the new Frame becomes ``previous``.
+        The first frame of a new timeline (the stamps jumped back) ends every
+        track: it is matched to nothing and its keypoints take new ids (ids are
+        never reused).
+        """
+        item = done.item
+        previous = self.previous
+        matches = done.matches
+        restarted = previous is not None and previous.timeline != item.timeline
+        if restarted:
+            matches = None
+        base = None if restarted else previous  # the frame whose tracks this one continues
+        continued = continued_tracks(matches, base, self.next_track_id)
+        if continued is not None:   # the engine's (an armed GPU frame), origin when asked
+            ids, ages, self.next_track_id = continued
+            origin = None
+            self.count('tracks_from_engine')
+        else:
+            ids, ages, self.next_track_id, origin = next_tracks(
+                done.features, self.next_track_id, base, matches,
+                verified=None if matches is None else matches.verified)
+        frame = Frame(item.msg.header, done.features, item.shape, ids, ages,
+                      timeline=item.timeline)
+        item.frame = frame
+        self.previous = frame
+        return FrameOutput(self.name, frame, previous, matches, origin, item.msg, item.received,
+                           restarted)
