@@ -4,8 +4,8 @@
 #
 # The GPU checks, on the GPU machine:
 #   1. installs carried wheels from .whl/ if there are any (into /tmp/site),
-#   2. runs the GPU test suite (pytest -m gpu: golden parity, kernels, engine, batches,
-#      matchers, backbone, armed frames) and the NVRTC compile test of every kernel variant.
+#   2. runs the GPU test suite (pytest -m gpu over test/features: golden parity, kernels,
+#      engine, batches, matchers, backbone, armed frames, RANSAC, tracks, stamp jumps) and the NVRTC compile test of every kernel variant.
 # Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, bench/make_devshared.sh).
 # Everything lands in $OUT: gpu.txt, pytest.log, junit_gpu.xml, junit_compile.xml,
 # gpu_parity.json. The node tests on the GPU engine: bench/gpu_node_check.sh.
@@ -37,10 +37,9 @@ export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
   python3 -c 'import sys, torch, cupy; print(sys.version.split()[0], "torch", torch.__version__, "cupy", cupy.__version__)'
 } 2>&1 | tee "${OUT}/gpu.txt"
 
-python3 -m pytest -m gpu test/features/test_parity.py test/features/gpu/test_gpu_kernels.py test/features/gpu/test_gpu_engine.py \
-  test/features/gpu/test_gpu_batch.py test/features/gpu/test_gpu_match.py test/features/gpu/test_gpu_match_pairs.py \
-  test/features/gpu/test_gpu_backbone.py test/features/gpu/test_gpu_armed.py -q -rs \
-  -p no:cacheprovider --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
+# Every GPU-marked test of the features wing (the engines); the node's: gpu_node_check.sh.
+python3 -m pytest -m gpu test/features -q -rs -p no:cacheprovider \
+  --junitxml="${OUT}/junit_gpu.xml" "$@" 2>&1 | tee "${OUT}/pytest.log"
 rc_tests=$?
 python3 -m pytest test/features/gpu/test_kernels_compile.py -q -rs -p no:cacheprovider \
   --junitxml="${OUT}/junit_compile.xml" 2>&1 | tee -a "${OUT}/pytest.log"
