@@ -42,6 +42,7 @@ setup(
             'xfeat_offline = xfeat_ros.tools.offline:main',
             'xfeat_weights = xfeat_ros.tools.weights_cli:main',
             'xfeat_map = xfeat_ros.tools.mapping:main',
+            'xfeat_tracks = xfeat_ros.tools.evaluation.tracking:main',
         ],
     },
 )

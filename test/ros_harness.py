@@ -19,7 +19,7 @@ import rclpy
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 
 from xfeat_ros.ros.messages import camera_status_values
 from xfeat_ros.ros.node import topic
@@ -47,8 +47,13 @@ def private_topic(name):
 class Client:
     """Test-side node: publishes images, collects keypoints and matches per camera."""
 
-    def __init__(self, cameras=('',), name='xfeat_test_client'):
-        """Create a private context and the publishers/subscriptions."""
+    def __init__(self, cameras=('',), name='xfeat_test_client', compressed=False):
+        """
+        Create a private context and the publishers/subscriptions.
+
+        ``compressed``: publish ``sensor_msgs/CompressedImage`` on ``c/image/compressed``
+        (a node with ``input_transport`` compressed) instead of Images on ``c/image``.
+        """
         from xfeat_ros_msgs.msg import Keypoints, Matches
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
@@ -61,8 +66,9 @@ class Client:
         self.keypoints_writers = {}  # node writers matched by our Keypoints reader
         self.node_side = {}          # camera -> the node's /diagnostics values
         for cam in cameras:
-            self.publishers[cam] = self.node.create_publisher(Image, topic(cam, 'image'),
-                                                              RELIABLE)
+            self.publishers[cam] = self.node.create_publisher(
+                *((CompressedImage, topic(cam, 'image') + '/compressed') if compressed
+                  else (Image, topic(cam, 'image'))), RELIABLE)
             self.keypoints[cam] = []
             self.matches[cam] = []
             self.keypoints_writers[cam] = 0

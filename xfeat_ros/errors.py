@@ -31,6 +31,14 @@ class ImageLayoutError(ImageError):
     """The image header disagrees with its data (size, step, byte count)."""
 
 
+class CompressedImageError(ImageError):
+    """A ``sensor_msgs/CompressedImage`` payload cannot be decoded (corrupt or truncated)."""
+
+
+class UnsupportedCompressionError(CompressedImageError):
+    """A ``sensor_msgs/CompressedImage`` format is not one the node decodes (jpeg, png)."""
+
+
 class ImageTooSmallError(ImageError):
     """The image is smaller than 32 pixels on a side: no model size exists."""
 

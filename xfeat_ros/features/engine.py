@@ -39,6 +39,7 @@ from xfeat_ros.errors import BackendError, DeviceError
 from xfeat_ros.features.image_codec import decode_image_msg
 from xfeat_ros.features.match import mutual_nn_match
 from xfeat_ros.features.pipeline import CpuPipeline, MatchResult
+from xfeat_ros.features.spread import NO_SPREAD, Spread
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger(__name__)
@@ -172,9 +173,15 @@ class CpuEngine:
     device = 'cpu'
     capabilities = NO_CAPABILITIES
 
-    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD, min_cossim=MIN_COSSIM):
-        """Build on a host backbone; thresholds can be changed between frames."""
-        self.pipeline = CpuPipeline(backbone, top_k, threshold)
+    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD, min_cossim=MIN_COSSIM,
+                 spread=NO_SPREAD):
+        """
+        Build on a host backbone; thresholds can be changed between frames.
+
+        An active ``spread`` (:class:`xfeat_ros.features.spread.Spread`) makes
+        each frame's features the candidates of the spread selection.
+        """
+        self.pipeline = CpuPipeline(backbone, top_k, threshold, spread)
         self.min_cossim = float(min_cossim)
         self.name = backbone.name
 
@@ -236,7 +243,9 @@ class EngineConfig:
     ``backend`` one of :data:`BACKENDS`; ``weights`` a path ('' for the lookup
     of :func:`xfeat_ros.features.weights.resolve_weights`) or a loaded weights dict;
     ``gpu`` the CUDA device index; ``num_threads`` ONNX Runtime's CPU threads
-    (0: its default).
+    (0: its default); ``min_distance``, ``grid_cell_px``, ``max_per_cell`` the
+    keypoints' spread (:class:`xfeat_ros.features.spread.Spread`; all 0: off,
+    upstream's keypoints; the CPU engine only for now).
     """
 
     backend: str = 'auto'
@@ -246,3 +255,15 @@ class EngineConfig:
     top_k: int = TOP_K
     threshold: float = THRESHOLD
     min_cossim: float = MIN_COSSIM
+    min_distance: float = 0.0
+    grid_cell_px: int = 0
+    max_per_cell: int = 0
+
+    def __post_init__(self):
+        """Check the spread settings (:class:`xfeat_ros.errors.ParameterError`)."""
+        self.spread  # building it validates
+
+    @property
+    def spread(self):
+        """Return the :class:`xfeat_ros.features.spread.Spread` of these settings."""
+        return Spread(float(self.min_distance), int(self.grid_cell_px), int(self.max_per_cell))

@@ -19,6 +19,8 @@ from xfeat_ros.features.weights import load_weights, resolve_weights
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger('xfeat_ros.features.engine')
+SPREAD_CPU_ONLY = ('min_distance needs the CPU engine for now (the spread of keypoints, '
+                   'min_distance or grid_cell_px/max_per_cell, has no GPU selection yet)')
 
 
 def cpu_engine(config):
@@ -27,7 +29,7 @@ def cpu_engine(config):
     if not isinstance(weights, dict):
         weights = load_weights(resolve_weights(weights))
     return CpuEngine(OnnxRuntimeBackbone(build_model(weights), config.num_threads),
-                     config.top_k, config.threshold, config.min_cossim)
+                     config.top_k, config.threshold, config.min_cossim, config.spread)
 
 
 def create_engine(config=EngineConfig(), logger=None):
@@ -39,13 +41,20 @@ def create_engine(config=EngineConfig(), logger=None):
     GPU engine when one is usable (TensorRT, then PyTorch CUDA), else the CPU
     engine, saying why in ``logger`` (a ``logging`` or rclpy logger).
     Weights problems raise :class:`xfeat_ros.errors.WeightsError` whatever the
-    backend.
+    backend. The keypoints' spread (``min_distance``, the grid) runs on the CPU
+    engine only for now: a GPU backend with it raises BackendError, ``auto``
+    takes the CPU engine (invalid spread settings: ParameterError).
     """
     log = logger or LOG
     if config.backend not in BACKENDS:
         raise BackendError(f'unknown backend {config.backend!r} (choose from '
                            f'{", ".join(BACKENDS)})')
     if config.backend == CPU_BACKEND:
+        return cpu_engine(config)
+    if config.spread.active:
+        if config.backend != 'auto':
+            raise BackendError(f'backend {config.backend}: {SPREAD_CPU_ONLY}')
+        log.warning(f'backend auto: {SPREAD_CPU_ONLY}; using {CPU_BACKEND} on the CPU')
         return cpu_engine(config)
     try:
         from xfeat_ros.features.gpu.factory import create_gpu_engine  # CuPy, PyTorch: optional
@@ -83,9 +92,20 @@ def add_engine_args(parser, backend='auto'):
     group.add_argument('--min-cossim', type=float, default=MIN_COSSIM,
                        help='matches need cosine above this; <= 0: no filter '
                             '(default %(default)s)')
+    group.add_argument('--min-distance', type=float, default=0.0,
+                       help='spread: no two keypoints closer than this many pixels, tracked '
+                            'ones placed first (0: off, upstream keypoints; CPU engine only)')
+    group.add_argument('--grid-cell-px', type=int, default=0,
+                       help='spread grid: cell size in pixels (with --max-per-cell; 0: off)')
+    group.add_argument('--max-per-cell', type=int, default=0,
+                       help='spread grid: most keypoints per cell (with --grid-cell-px; 0: off)')
     return group
 
 
 def engine_config(args):
-    """Return the :class:`EngineConfig` of options added by :func:`add_engine_args`."""
+    """
+    Return the :class:`EngineConfig` of options added by :func:`add_engine_args`.
+
+    Invalid spread settings raise :class:`xfeat_ros.errors.ParameterError`.
+    """
     return EngineConfig(**{f.name: getattr(args, f.name) for f in fields(EngineConfig)})

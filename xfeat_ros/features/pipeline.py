@@ -11,6 +11,7 @@ from xfeat_ros.features.image_codec import decode_image_msg
 from xfeat_ros.features.match import mutual_nn_match
 from xfeat_ros.features.postprocess import detect
 from xfeat_ros.features.preprocess import to_model_space
+from xfeat_ros.features.spread import CANDIDATE_FACTOR, NO_SPREAD
 
 DESCRIPTOR_SIZE = 64
 
@@ -25,6 +26,10 @@ class Features:
     the original (height, width). ``wire``: the uint8 block the three arrays
     lie in when the GPU engine copied them to a message's places (an armed
     frame, :mod:`xfeat_ros.ros.transport.keypoints_wire`), else None.
+    ``spread``: None for final features; an active
+    :class:`xfeat_ros.features.spread.Spread` (its ``top_k`` the cap) where
+    these are the candidates of a spread selection, made once the frame's
+    tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
     """
 
     keypoints: np.ndarray
@@ -32,6 +37,7 @@ class Features:
     descriptors: np.ndarray
     image_hw: tuple
     wire: object = None
+    spread: object = None
 
     def __len__(self):
         """Return the number of keypoints."""
@@ -82,20 +88,29 @@ class MatchResult:
 class CpuPipeline:
     """Detect, describe and match on the CPU with a host backbone."""
 
-    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD):
-        """Wrap a backbone with ``run(image [mh, mw]) -> (feats, logits, reliability)``."""
+    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD, spread=NO_SPREAD):
+        """
+        Wrap a backbone with ``run(image [mh, mw]) -> (feats, logits, reliability)``.
+
+        ``spread`` (:class:`xfeat_ros.features.spread.Spread`): when active,
+        :data:`~xfeat_ros.features.spread.CANDIDATE_FACTOR` x ``top_k``
+        candidates are detected and marked for the spread selection.
+        """
         self.backbone = backbone
         self.top_k = int(top_k)
         self.threshold = float(threshold)
+        self.spread = spread
 
     def extract(self, grey):
         """Features of a grey float32 [H, W] image in [0, 1]."""
         model_image, (rh, rw) = to_model_space(grey)
         feats, logits, reliability = self.backbone.run(model_image)
-        keypoints, scores, descriptors = detect(feats, logits, reliability,
-                                                self.top_k, self.threshold)
+        spread = self.spread.with_top_k(self.top_k) if self.spread.active else None
+        count = self.top_k if spread is None else self.top_k * CANDIDATE_FACTOR
+        keypoints, scores, descriptors = detect(feats, logits, reliability, count,
+                                                self.threshold)
         keypoints = keypoints * np.array([rw, rh], dtype=np.float32)
-        return Features(keypoints, scores, descriptors, grey.shape)
+        return Features(keypoints, scores, descriptors, grey.shape, spread=spread)
 
     def extract_msg(self, msg):
         """Features of a ``sensor_msgs/Image`` (raises the typed decode errors)."""

@@ -4,7 +4,9 @@
 The ``xfeat`` node: images in, keypoints and frame-to-frame matches out.
 
 Per camera ``c`` (parameter ``cameras``; ``''`` means the plain relative names):
-subscribes ``c/image`` (sensor_msgs/Image), publishes ``c/keypoints``
+subscribes ``c/image`` (sensor_msgs/Image; with ``input_transport`` compressed
+``c/image/compressed``, sensor_msgs/CompressedImage: :mod:`xfeat_ros.ros.compressed`),
+publishes ``c/keypoints``
 (xfeat_ros_msgs/Keypoints, one per accepted image) and ``c/matches``
 (xfeat_ros_msgs/Matches, one per accepted image after that camera's first).
 Optional per camera: ``c/feature`` (VINS feature cloud; intrinsics from
@@ -44,14 +46,15 @@ from xfeat_ros.features.image_codec import image_msg
 from xfeat_ros.features.tracks import prepare_host_check
 from xfeat_ros.features.weights import weights_summary
 from xfeat_ros.ros import dds
+from xfeat_ros.ros.compressed import image_input
 from xfeat_ros.ros.messages import (diagnostic_name, keypoint_cloud_msg, message_types,
                                     vins_feature_msg)
 from xfeat_ros.ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
                                       engine_config, ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                       scheduler_config, unset_value, validate_parameter)
 from xfeat_ros.ros.transport import keypoints_wire, rcl_io
-from xfeat_ros.ros.transport.cdr import (CdrWriter, Header, header_msg, parse_image,
-                                         write_keypoints, write_matches)
+from xfeat_ros.ros.transport.cdr import (CdrWriter, Header, header_msg, write_keypoints,
+                                         write_matches)
 from xfeat_ros.ros.transport.image_receiver import ImageReceiver
 from xfeat_ros.runtime import heap
 from xfeat_ros.runtime.frontend import FrontEnd
@@ -279,10 +282,13 @@ class XFeatNode(Node):
             incompatible_qos=lambda event, c=camera: self._on_incompatible_qos(c, event),
             matched=lambda info, p=ports: setattr(p, 'publishers', info.current_count))
         # A raw subscription: the image is parsed in place (cdr.parse_image, no copy of the
-        # pixels) instead of rclpy building a message (docs/transport.md).
+        # pixels) instead of rclpy building a message (docs/transport.md); a compressed one
+        # is decoded on receipt (ros/compressed.py).
+        msg_type, name, parse = image_input(self, topic(camera, 'image'),
+                                            self.params['input_transport'])
         ports.subscription = self.receiver.subscribe(
-            Image, topic(camera, 'image'),
-            lambda payload, info, c=camera: self.on_image(c, payload, info, parse_image),
+            msg_type, name,
+            lambda payload, info, c=camera: self.on_image(c, payload, info, parse),
             self._qos('input_qos', reliability), event_callbacks=events)
         ports.reliability = 'reliable' if reliability == 'auto' else reliability
 

@@ -78,6 +78,15 @@ PARAMETERS = {
                         1.0, live=True),
     'min_cossim': _float('minimum cosine similarity of a match, strict; <= 0 disables the '
                          'filter (live)', _ENGINE.min_cossim, -1.0, 1.0, live=True),
+    'min_distance': _float('spread: no two published keypoints closer than this, pixels; '
+                           'keypoints that continue a track are placed first (oldest first), '
+                           'then new ones by score, top_k the cap (0: off, upstream keypoints; '
+                           'CPU engine only for now)', _ENGINE.min_distance, 0.0, 10000.0),
+    'grid_cell_px': _int('spread grid: square cells of this many pixels hold at most '
+                         'max_per_cell published keypoints (0: no grid; set both)',
+                         _ENGINE.grid_cell_px, 0, 100000),
+    'max_per_cell': _int('spread grid: most published keypoints per cell of grid_cell_px '
+                         '(0: no grid; set both)', _ENGINE.max_per_cell, 0, 65536),
     'max_frames_in_flight': _int('most frames (across cameras) submitted to the engine as one '
                                  'group; frames that arrive while a group runs form the next',
                                  _SCHEDULER.max_frames_in_flight, 1, 64),
@@ -95,6 +104,11 @@ PARAMETERS = {
                     'without the host launching its chain')),
     'diagnostics_period_s': _float('period of /diagnostics status messages (0: off)', 1.0,
                                    0.0, 60.0),
+    'input_transport': _str(
+        'image input of every camera of this node: raw subscribes c/image (sensor_msgs/Image); '
+        'compressed subscribes the image topic + /compressed (image_transport naming: '
+        'image:=/cam/image_raw gives /cam/image_raw/compressed) as sensor_msgs/CompressedImage '
+        '(jpeg or png), decoded on the CPU on receipt', 'raw', ('raw', 'compressed')),
     'input_qos_depth': _int('history depth of the image subscriptions', 5, 1, 1000),
     'input_qos_reliability': _str(
         'image subscription reliability; auto starts reliable (no silent transport losses) '
@@ -236,7 +250,8 @@ def engine_config(params):
     """Return the :class:`EngineConfig` of the node's parameter values ``params``."""
     return EngineConfig(params['backend'], params['weights'], params['gpu'],
                         params['num_threads'], params['top_k'], params['threshold'],
-                        params['min_cossim'])
+                        params['min_cossim'], params['min_distance'], params['grid_cell_px'],
+                        params['max_per_cell'])
 
 
 def scheduler_config(params):

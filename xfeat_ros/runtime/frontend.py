@@ -20,6 +20,7 @@ from typing import Protocol
 
 from xfeat_ros.features.debug_image import render_debug_image
 from xfeat_ros.features.image_codec import decode_image_msg
+from xfeat_ros.features.spread import remap_matches
 from xfeat_ros.runtime.stereo import parse_stereo_pairs, verify_stereo
 from xfeat_ros.runtime.stream import stamp_ns
 from xfeat_ros.runtime.vins import model_mismatch, vins_columns, vins_part
@@ -219,6 +220,8 @@ class FrontEnd:
         if left is None or right is None:  # a side's outputs failed (counted there)
             return
         result = match.result
+        if left.candidate_index is not None or right.candidate_index is not None:  # spread
+            result = remap_matches(result, left.candidate_index, right.candidate_index)
         threshold = self.config.stereo_epipolar_check_px
         if threshold > 0 and len(result):
             models = [stream.camera_model, self.streams[right_camera].camera_model]

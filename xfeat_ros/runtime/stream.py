@@ -25,9 +25,13 @@ from statistics import median
 import threading
 import time
 
+import numpy as np
+
 from xfeat_ros.errors import ImageError, StampOrderError
 from xfeat_ros.features.image_codec import validate_layout
 from xfeat_ros.features.preprocess import model_size
+from xfeat_ros.features.spread import (published_index, remap_matches, select_spread,
+                                       take_features)
 from xfeat_ros.features.tracks import continued_tracks, next_tracks, track_origin
 
 TIMING_WINDOW = 200  # published frames kept for the rate, latency and stage figures
@@ -139,7 +143,14 @@ class Done:
 
 @dataclass(eq=False)
 class Frame:
-    """A finished frame of a camera: image header, host features, size, tracks, timeline."""
+    """
+    A finished frame of a camera: image header, host features, size, tracks, timeline.
+
+    ``candidate_index``: where the engine's features were spread candidates
+    (:mod:`xfeat_ros.features.spread`), int64 [candidates] with each one's
+    index in ``features`` (-1: dropped), which carries the engine's matches
+    of this frame (next frame, stereo) to the published keypoints; else None.
+    """
 
     header: object             # the image's std_msgs/Header
     features: object
@@ -148,6 +159,7 @@ class Frame:
     track_ages: object = None  # uint32 [N]
     vins: object = None        # its VinsPart (VINS features on), or None
     timeline: int = 0          # its Pending's timeline
+    candidate_index: object = None
 
     @property
     def stamp(self):
@@ -335,7 +347,9 @@ class CameraStream:
         Returns its :class:`FrameOutput`; the new Frame becomes ``previous``.
         The first frame of a new timeline (the stamps jumped back) ends every
         track: it is matched to nothing and its keypoints take new ids (ids are
-        never reused).
+        never reused). Spread candidates (``done.features.spread`` set) are
+        narrowed to the kept keypoints here, once their tracks are known; the
+        matches then run between the two frames' published keypoints.
         """
         item = done.item
         previous = self.previous
@@ -344,18 +358,57 @@ class CameraStream:
         if restarted:
             matches = None
         base = None if restarted else previous  # the frame whose tracks this one continues
-        continued = continued_tracks(matches, base, self.next_track_id)
-        if continued is not None:   # the engine's (an armed GPU frame), origin when asked
-            ids, ages, self.next_track_id = continued
-            origin = None
-            self.count('tracks_from_engine')
+        features, candidate_index = done.features, None
+        if matches is not None and base is not None and base.candidate_index is not None:
+            matches = remap_matches(matches, index0=base.candidate_index)  # to its published
+        if getattr(features, 'spread', None) is not None:  # spread candidates: keep some
+            features, ids, ages, origin, candidate_index, matches = self._spread(done, base,
+                                                                                 matches)
         else:
-            ids, ages, self.next_track_id, origin = next_tracks(
-                done.features, self.next_track_id, base, matches,
-                verified=None if matches is None else matches.verified)
-        frame = Frame(item.msg.header, done.features, item.shape, ids, ages,
-                      timeline=item.timeline)
+            continued = continued_tracks(matches, base, self.next_track_id)
+            if continued is not None:   # the engine's (an armed GPU frame), origin when asked
+                ids, ages, self.next_track_id = continued
+                origin = None
+                self.count('tracks_from_engine')
+            else:
+                ids, ages, self.next_track_id, origin = next_tracks(
+                    features, self.next_track_id, base, matches,
+                    verified=None if matches is None else matches.verified)
+        frame = Frame(item.msg.header, features, item.shape, ids, ages,
+                      timeline=item.timeline, candidate_index=candidate_index)
         item.frame = frame
         self.previous = frame
         return FrameOutput(self.name, frame, previous, matches, origin, item.msg, item.received,
                            restarted)
+
+    def _spread(self, done, base, matches):
+        """
+        Keep a frame's spread candidates, tracked ones first (:mod:`xfeat_ros.features.spread`).
+
+        ``matches`` run from ``base``'s published keypoints to the candidates.
+        The tracks are continued on the candidates, the kept ones selected,
+        then the new tracks among them numbered. Returns ``(features, ids,
+        ages, origin, candidate_index, matches)`` of the kept keypoints.
+        """
+        candidates = done.features
+        count = len(candidates)
+        _, ages, _, origin = next_tracks(
+            candidates, self.next_track_id, base, matches,
+            verified=None if matches is None else matches.verified)
+        tracked = origin >= 0
+        kept = select_spread(candidates.keypoints, candidates.scores, ages, tracked,
+                             candidates.spread)
+        candidate_index = published_index(count, kept)
+        origin, ages = origin[kept], ages[kept]
+        ids = np.zeros(len(kept), dtype=np.uint64)
+        continues = origin >= 0
+        if continues.any():
+            ids[continues] = base.track_ids[origin[continues]]
+        fresh = np.nonzero(~continues)[0]
+        ids[fresh] = np.arange(self.next_track_id, self.next_track_id + len(fresh),
+                               dtype=np.uint64)
+        self.next_track_id += len(fresh)
+        self.count('spread_dropped', count - len(kept))
+        if matches is not None:
+            matches = remap_matches(matches, index1=candidate_index)
+        return (take_features(candidates, kept), ids, ages, origin, candidate_index, matches)

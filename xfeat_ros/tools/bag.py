@@ -7,7 +7,9 @@ A bag is a rosbag2 directory (with ``metadata.yaml``) or a single ``.db3`` /
 ``.mcap`` file. Images are read as their recorded CDR bytes and deserialized
 into the rclpy ``sensor_msgs/Image`` type, so header, encoding, step,
 endianness and pixel bytes are exactly what was recorded (nothing is
-re-encoded). No ROS node or transport is involved.
+re-encoded). An image topic may also be ``sensor_msgs/msg/CompressedImage``
+(jpeg or png, image_transport's ``.../compressed`` topics): its messages are
+read as recorded, still compressed. No ROS node or transport is involved.
 """
 
 from pathlib import Path
@@ -15,6 +17,8 @@ from pathlib import Path
 from xfeat_ros.errors import BagError
 
 IMAGE_TYPE = 'sensor_msgs/msg/Image'
+COMPRESSED_TYPE = 'sensor_msgs/msg/CompressedImage'
+IMAGE_TYPES = (IMAGE_TYPE, COMPRESSED_TYPE)
 MESSAGE_TYPES = ('Keypoints', 'Matches')
 BAG_SUFFIXES = ('.db3', '.mcap')
 STORAGES = ('sqlite3', 'mcap')
@@ -42,19 +46,20 @@ def image_connections(reader, topic=''):
     Return the connections of the image topic ``topic`` of an open reader.
 
     An empty ``topic`` picks the first ``sensor_msgs/msg/Image`` topic (by
-    name). Raises :class:`BagError` when there is no such topic.
+    name), else the first ``sensor_msgs/msg/CompressedImage`` one. Raises
+    :class:`BagError` when there is no such topic.
     """
     images = {}
     for connection in reader.connections:
-        if connection.msgtype == IMAGE_TYPE:
+        if connection.msgtype in IMAGE_TYPES:
             images.setdefault(connection.topic, []).append(connection)
     if not images:
-        raise BagError(f'{reader.path}: no {IMAGE_TYPE} topic in the bag')
+        raise BagError(f'{reader.path}: no {IMAGE_TYPE} or {COMPRESSED_TYPE} topic in the bag')
     if not topic:
-        topic = sorted(images)[0]
+        topic = min(images, key=lambda t: (images[t][0].msgtype != IMAGE_TYPE, t))
     if topic not in images:
-        raise BagError(f'{reader.path}: no {IMAGE_TYPE} topic {topic!r} '
-                       f'(image topics: {", ".join(sorted(images))})')
+        raise BagError(f'{reader.path}: no {IMAGE_TYPE} topic {topic!r}, nor a '
+                       f'CompressedImage one (image topics: {", ".join(sorted(images))})')
     return topic, images[topic]
 
 
@@ -68,22 +73,41 @@ def image_topic(path, topic=''):
         raise BagError(f'cannot read bag {path}: {exc}') from exc
 
 
-def read_images(path, topic='', count=0):
-    """
-    Yield ``(topic, bag_timestamp_ns, sensor_msgs.msg.Image)`` of a bag's image topic.
-
-    In recording order; ``count`` > 0 stops after that many images.
-    """
-    from rclpy.serialization import deserialize_message
-    from sensor_msgs.msg import Image
+def image_topic_type(path, topic=''):
+    """Return ``(topic, type name)`` of the image topic ``read_images(path, topic)`` reads."""
     rosbag2 = _rosbags()
     try:
         with rosbag2.Reader(path) as reader:
             topic, connections = image_connections(reader, topic)
+            return topic, connections[0].msgtype
+    except (rosbag2.ReaderError, OSError) as exc:
+        raise BagError(f'cannot read bag {path}: {exc}') from exc
+
+
+def image_message_type(msgtype):
+    """Return the rclpy class of an image type name (Image or CompressedImage)."""
+    from sensor_msgs.msg import CompressedImage, Image
+    return CompressedImage if msgtype == COMPRESSED_TYPE else Image
+
+
+def read_images(path, topic='', count=0):
+    """
+    Yield ``(topic, bag_timestamp_ns, message)`` of a bag's image topic.
+
+    ``message`` a ``sensor_msgs.msg.Image``, or a ``CompressedImage`` as
+    recorded on a compressed topic. In recording order; ``count`` > 0 stops
+    after that many images.
+    """
+    from rclpy.serialization import deserialize_message
+    rosbag2 = _rosbags()
+    try:
+        with rosbag2.Reader(path) as reader:
+            topic, connections = image_connections(reader, topic)
+            msg_type = image_message_type(connections[0].msgtype)
             for index, (_, timestamp, raw) in enumerate(reader.messages(connections)):
                 if count and index >= count:
                     break
-                yield topic, timestamp, deserialize_message(raw, Image)
+                yield topic, timestamp, deserialize_message(raw, msg_type)
     except (rosbag2.ReaderError, OSError) as exc:
         raise BagError(f'cannot read bag {path}: {exc}') from exc
 

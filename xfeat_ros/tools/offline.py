@@ -4,10 +4,14 @@
 ``xfeat_offline``: run XFeat over a bag's image topics into a new bag.
 
 Reads the ``sensor_msgs/Image`` messages of one or more topics of a rosbag2
-bag (sqlite3 or MCAP, through ``rosbags``), runs them through the node's
-front-end core (:mod:`xfeat_ros.runtime`: the same engine, scheduler, tracks and
-outputs) and writes, beside each image topic ``<namespace>/image...``, the
-node's outputs into a new bag, each at its source image's stamp:
+bag (sqlite3 or MCAP, through ``rosbags``), or the ``sensor_msgs/CompressedImage``
+ones (jpeg, png) of image_transport's ``<image topic>/compressed`` topics,
+decoded as the node decodes them (:mod:`xfeat_ros.features.compressed`), runs
+them through the node's front-end core (:mod:`xfeat_ros.runtime`: the same
+engine, scheduler, tracks and outputs) and writes, beside each image topic
+``<namespace>/image...`` (a compressed one: beside its raw topic,
+``/cam/image_raw/compressed`` gives ``/cam/keypoints``), the node's outputs
+into a new bag, each at its source image's stamp:
 ``<namespace>/keypoints`` and ``<namespace>/matches`` always, and as asked
 ``keypoint_cloud``, ``feature`` (VINS; intrinsics from the bag's
 ``<namespace>/camera_info``) and, per stereo pair, the left camera's
@@ -32,6 +36,7 @@ import time
 
 from xfeat_ros.cli import error_line, one_line_errors
 from xfeat_ros.errors import BagError, CameraModelError, ImageError, XFeatError
+from xfeat_ros.features.compressed import compressed_image_msg
 from xfeat_ros.features.descriptor_format import ENCODINGS
 from xfeat_ros.features.engine import expect_groups
 from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
@@ -42,18 +47,23 @@ from xfeat_ros.runtime.scheduler import Scheduler, SchedulerConfig
 from xfeat_ros.runtime.stereo import StereoPairing
 from xfeat_ros.runtime.stream import CameraStream, stamp_ns
 from xfeat_ros.runtime.vins import FORMATS as VINS_FORMATS, VELOCITY_UNITS
-from xfeat_ros.tools.bag import (image_topic, is_bag, read_topics, STORAGES, topic_types,
-                                 typestore, writer)
+from xfeat_ros.tools.bag import (COMPRESSED_TYPE, image_message_type, image_topic, is_bag,
+                                 read_topics, STORAGES, topic_types, typestore, writer)
 
 LOG = package_logger('xfeat_offline')
+COMPRESSED_SUFFIX = '/compressed'
 TYPES = {'keypoints': 'xfeat_ros_msgs/msg/Keypoints', 'matches': 'xfeat_ros_msgs/msg/Matches',
          'stereo_matches': 'xfeat_ros_msgs/msg/Matches',
          'keypoint_cloud': 'sensor_msgs/msg/PointCloud2', 'feature': 'sensor_msgs/msg/PointCloud'}
 
 
 def output_topic(topic, name):
-    """Return the output ``name`` beside the image ``topic`` (same namespace)."""
-    return f'{posixpath.dirname(topic).rstrip("/")}/{name}'
+    """
+    Return the output ``name`` beside the image ``topic`` (same namespace).
+
+    A compressed topic ``<image>/compressed``: beside ``<image>``.
+    """
+    return f'{posixpath.dirname(topic.removesuffix(COMPRESSED_SUFFIX)).rstrip("/")}/{name}'
 
 
 def output_topics(topic):
@@ -151,7 +161,7 @@ def camera_topics(input_bag, topics):
     chosen = [image_topic(input_bag, topic) for topic in topics]
     if len(set(chosen)) != len(chosen):
         raise BagError(f'an image topic is given twice: {chosen}')
-    namespaces = [posixpath.dirname(topic) for topic in chosen]
+    namespaces = [output_topic(topic, '') for topic in chosen]
     if len(set(namespaces)) != len(namespaces):
         raise BagError(f'image topics {chosen} share a namespace: their outputs would mix')
     return chosen
@@ -170,7 +180,7 @@ def process_bag(engine, input_bag, output_bag, topics=(), storage='sqlite3',
     ``rejected_<Reason>`` (and the other per-camera counters, summed), plus
     ``topic`` (the image topics read).
     """
-    from sensor_msgs.msg import CameraInfo, Image
+    from sensor_msgs.msg import CameraInfo
     from xfeat_ros.features.camera import CameraModel
     cameras = camera_topics(input_bag, [topics] if isinstance(topics, str) else topics)
     unknown = {c for pair in outputs.pairs for c in pair} - set(cameras)
@@ -201,7 +211,10 @@ def process_bag(engine, input_bag, output_bag, topics=(), storage='sqlite3',
             for done in scheduler.process(group):
                 frontend.finish(done)
             group.clear()
-        types = {**{c: Image for c in cameras}, **{t: CameraInfo for t in info}}
+        types = {**{c: image_message_type(available[c]) for c in cameras},
+                 **{t: CameraInfo for t in info}}
+        parse = {c: compressed_image_msg if available[c] == COMPRESSED_TYPE else None
+                 for c in cameras}
         for topic, timestamp, msg in read_topics(input_bag, types):
             if topic in info:
                 try:
@@ -211,7 +224,7 @@ def process_bag(engine, input_bag, output_bag, topics=(), storage='sqlite3',
                     report.error(f'{topic}: {exc}', key=(topic, 'camera_info'))
                 continue
             try:
-                item = streams[topic].accept(msg, time.monotonic())
+                item = streams[topic].accept(msg, time.monotonic(), parse[topic])
             except ImageError as exc:
                 _log_reject(report, topic, exc)
                 continue
@@ -256,7 +269,8 @@ def build_parser():
     parser.add_argument('output_bag', help='new bag directory to write (must not exist)')
     parser.add_argument('--topic', action='append', default=[],
                         help='image topic, repeatable: one camera each (default: the first '
-                             'sensor_msgs/msg/Image topic)')
+                             'sensor_msgs/msg/Image topic, else the first CompressedImage '
+                             'one: jpeg, png)')
     parser.add_argument('--storage', choices=STORAGES, default='sqlite3',
                         help='output storage (default: sqlite3)')
     add_engine_args(parser)

@@ -13,7 +13,10 @@ A rosbag2 bag (a directory with ``metadata.yaml``, or a ``.db3`` / ``.mcap``
 file; read with ``rosbags``, see :mod:`xfeat_ros.tools.bag`) plays the images of
 ``--bag-topic`` (default: its first ``sensor_msgs/msg/Image`` topic) as
 recorded: header, encoding and bytes unchanged, paced by the bag's recording
-times. Bag images are streamed, not loaded up front.
+times. Bag images are streamed, not loaded up front. A ``sensor_msgs/msg/CompressedImage``
+topic (jpeg, png) plays compressed, as recorded, on image_transport's compressed topic
+of ``--topic``: its resolved name + ``/compressed`` (``image/compressed`` by default),
+which the node reads with ``input_transport: compressed``.
 """
 
 import argparse
@@ -26,14 +29,14 @@ import rclpy
 from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CompressedImage, Image
 
 from xfeat_ros.cli import error_line, one_line_errors, stop_on_sigterm
 from xfeat_ros.errors import ImageError, ParameterError, XFeatError
 from xfeat_ros.features.image_codec import convert_pixels, image_msg
 from xfeat_ros.ros import dds
 from xfeat_ros.runtime import heap
-from xfeat_ros.tools.bag import is_bag, read_images
+from xfeat_ros.tools.bag import COMPRESSED_TYPE, image_topic_type, is_bag, read_images
 from xfeat_ros.tools.image_files import list_sequence, read_image
 
 ENCODINGS = ('keep', 'rgb8', 'bgr8', 'mono8')
@@ -182,7 +185,8 @@ def main(argv=None):
                              '(directory with metadata.yaml, .db3 or .mcap file)')
     parser.add_argument('--bag-topic', default='',
                         help='image topic to play from a bag (default: its first '
-                             'sensor_msgs/msg/Image topic)')
+                             'sensor_msgs/msg/Image topic, else its first CompressedImage '
+                             'one, played compressed on <topic>/compressed)')
     parser.add_argument('--topic', default='image', help='image topic (default: image)')
     parser.add_argument('--rate', type=float, default=0.0,
                         help='Hz; default: the recording pace, else 10 Hz')
@@ -225,7 +229,11 @@ def main(argv=None):
     try:
         policy = (ReliabilityPolicy.RELIABLE if args.reliability == 'reliable'
                   else ReliabilityPolicy.BEST_EFFORT)
-        publisher = node.create_publisher(Image, args.topic,
+        msg_type, name = Image, args.topic
+        if bag and image_topic_type(args.folder, args.bag_topic)[1] == COMPRESSED_TYPE:
+            # as image_transport names it: the resolved image topic + /compressed
+            msg_type, name = CompressedImage, node.resolve_topic_name(args.topic) + '/compressed'
+        publisher = node.create_publisher(msg_type, name,
                                           QoSProfile(depth=args.depth, reliability=policy))
         if bag:
             count = play_bag(node, publisher, args.folder, args.bag_topic, args.rate,

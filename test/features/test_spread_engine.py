@@ -1,0 +1,81 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""The spread's settings in the engines, the factory, the command lines and the node's table."""
+
+import argparse
+import logging
+
+import numpy as np
+import pytest
+from xfeat_ros.errors import BackendError, ParameterError
+from xfeat_ros.features import factory as factory_module
+from xfeat_ros.features.engine import EngineConfig
+from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
+from xfeat_ros.features.pipeline import CpuPipeline
+from xfeat_ros.features.spread import CANDIDATE_FACTOR, Spread
+from xfeat_ros.ros.parameters import engine_config as node_engine_config, PARAMETERS
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """Record the configurations the CPU engine is built from."""
+    configs = []
+    monkeypatch.setattr(factory_module, 'cpu_engine', lambda config: configs.append(config) or
+                        'cpu engine')
+    return configs
+
+
+@pytest.mark.parametrize('backend', ['pytorch', 'tensorrt', 'onnxruntime_cuda'])
+def test_a_gpu_backend_refuses_a_spread(backend, built):
+    with pytest.raises(BackendError, match='min_distance needs the CPU engine for now'):
+        create_engine(EngineConfig(backend, min_distance=10.0))
+    with pytest.raises(BackendError, match='min_distance needs the CPU engine for now'):
+        create_engine(EngineConfig(backend, grid_cell_px=32, max_per_cell=2))
+    assert built == []
+
+
+def test_auto_takes_the_cpu_engine_for_a_spread(built, caplog):
+    config = EngineConfig(min_distance=10.0)
+    with caplog.at_level(logging.INFO, logger='xfeat_ros.features.engine'):
+        assert create_engine(config) == 'cpu engine'
+    assert built == [config] and config.spread == Spread(10.0)
+    assert 'min_distance needs the CPU engine for now' in caplog.text
+
+
+def test_command_line_and_node_parameters_make_the_spread():
+    parser = argparse.ArgumentParser()
+    add_engine_args(parser)
+    assert engine_config(parser.parse_args([])).spread == Spread()
+    args = parser.parse_args(['--min-distance', '15', '--grid-cell-px', '40',
+                              '--max-per-cell', '3'])
+    assert engine_config(args).spread == Spread(15.0, 40, 3)
+    with pytest.raises(ParameterError, match='grid_cell_px and max_per_cell go together'):
+        engine_config(parser.parse_args(['--grid-cell-px', '40']))
+    params = {name: default for name, (default, _) in PARAMETERS.items()}
+    assert node_engine_config(params).spread == Spread()
+    params.update(min_distance=20.0, grid_cell_px=0, max_per_cell=0)
+    assert node_engine_config(params).spread == Spread(20.0)
+    for name in ('min_distance', 'grid_cell_px', 'max_per_cell'):
+        assert PARAMETERS[name][1].read_only
+
+
+def textured_image(seed=0, shape=(240, 320)):
+    rng = np.random.default_rng(seed)
+    small = rng.random((shape[0] // 8, shape[1] // 8)).astype(np.float32)
+    return np.kron(small, np.ones((8, 8), np.float32))
+
+
+def test_candidates_are_the_plain_detection_of_more_keypoints(cpu_pipeline):
+    grey = textured_image()
+    backbone = cpu_pipeline.backbone
+    plain = CpuPipeline(backbone, top_k=100).extract(grey)
+    off = CpuPipeline(backbone, top_k=100, spread=Spread()).extract(grey)
+    for name in ('keypoints', 'scores', 'descriptors'):
+        np.testing.assert_array_equal(getattr(off, name), getattr(plain, name))
+    assert off.spread is None and plain.spread is None
+    more = CpuPipeline(backbone, top_k=100 * CANDIDATE_FACTOR).extract(grey)
+    candidates = CpuPipeline(backbone, top_k=100, spread=Spread(12.0)).extract(grey)
+    assert len(candidates) == 100 * CANDIDATE_FACTOR
+    for name in ('keypoints', 'scores', 'descriptors'):
+        np.testing.assert_array_equal(getattr(candidates, name), getattr(more, name))
+    assert candidates.spread == Spread(12.0, top_k=100)

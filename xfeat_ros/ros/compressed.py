@@ -1,0 +1,56 @@
+# Copyright 2026 xfeat_ros contributors
+# SPDX-License-Identifier: Apache-2.0
+"""
+The node's image input per ``input_transport``: raw ``sensor_msgs/Image`` or compressed.
+
+``raw``: camera ``c`` subscribes ``c/image`` (sensor_msgs/Image), parsed in place
+(:func:`xfeat_ros.ros.transport.cdr.parse_image`).
+
+``compressed``: camera ``c`` subscribes image_transport's compressed topic of
+``c/image``: the image topic's resolved name (remappings applied, so
+``image:=/cam/image_raw`` gives ``/cam/image_raw/compressed``) followed by
+``/compressed``, with ``sensor_msgs/CompressedImage`` (jpeg or png). The
+payload is parsed in place (:func:`parse_compressed`) and decoded on receipt,
+on the image thread, into an Image-like object that takes the raw path from
+there (:mod:`xfeat_ros.features.compressed`); a format the node does not
+decode or a corrupt payload raises the typed error the stream counts
+(``rejected_UnsupportedCompressionError``, ``rejected_CompressedImageError``)
+and the node logs.
+"""
+
+from sensor_msgs.msg import CompressedImage, Image
+
+from xfeat_ros.features.compressed import compressed_image
+from xfeat_ros.ros.transport.cdr import _Reader, Header, parse_image, Time
+
+TRANSPORTS = ('raw', 'compressed')
+
+
+def parse_compressed(payload):
+    """
+    Parse a serialized ``sensor_msgs/CompressedImage`` and decode its pixels.
+
+    Returns the Image-like object of
+    :func:`xfeat_ros.features.compressed.compressed_image` (header a
+    :class:`~xfeat_ros.ros.transport.cdr.Header`). Raises the
+    :class:`xfeat_ros.errors.ImageError` family (a malformed message:
+    :class:`~xfeat_ros.errors.ImageLayoutError`).
+    """
+    reader = _Reader(payload)
+    stamp = Time(reader.uint('i', 4, 'header.stamp'), reader.uint('I', 4, 'header.stamp'))
+    header = Header(stamp, reader.string('header.frame_id'))
+    fmt = reader.string('format')
+    return compressed_image(header, fmt, reader.octets('data'))
+
+
+def image_input(node, camera_topic, transport):
+    """
+    Return ``(message type, topic, parse)`` of a camera's image subscription.
+
+    ``camera_topic`` is the camera's relative raw image topic (``c/image``);
+    ``node`` resolves it (remappings included) for the compressed topic.
+    """
+    if transport == 'compressed':
+        return CompressedImage, node.resolve_topic_name(camera_topic) + '/compressed', \
+            parse_compressed
+    return Image, camera_topic, parse_image
