@@ -19,11 +19,10 @@ the parameters (:mod:`xfeat_ros.ros.parameters`), takes each image message in
 :meth:`XFeatNode.on_image` on the image receiver's thread
 (:mod:`xfeat_ros.ros.transport.image_receiver`; checked and queued by the core's stream and
 scheduler), publishes what the core's front-end hands it (the ``publish_*``
-methods; Keypoints and Matches in :meth:`XFeatNode.publish_frame`), and
-reports per-camera health on ``/diagnostics``.
+methods of :class:`xfeat_ros.ros.outputs.NodeOutputs`), and reports per-camera
+health on ``/diagnostics``.
 """
 
-from dataclasses import dataclass, field
 import signal
 import sys
 import threading
@@ -42,19 +41,16 @@ from sensor_msgs.msg import CameraInfo, Image, PointCloud, PointCloud2
 from xfeat_ros.errors import CameraModelError, ImageError, ParameterError, XFeatError
 from xfeat_ros.features.camera import CameraModel
 from xfeat_ros.features.factory import create_engine
-from xfeat_ros.features.image_codec import image_msg
 from xfeat_ros.features.tracks import prepare_host_check
 from xfeat_ros.features.weights import weights_summary
 from xfeat_ros.ros import dds
 from xfeat_ros.ros.compressed import image_input
-from xfeat_ros.ros.messages import (diagnostic_name, keypoint_cloud_msg, message_types,
-                                    vins_feature_msg)
+from xfeat_ros.ros.messages import diagnostic_name, message_types
+from xfeat_ros.ros.outputs import NodeOutputs, Ports
 from xfeat_ros.ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
                                       engine_config, ENGINE_LIVE, LIVE, output_config, PARAMETERS,
                                       scheduler_config, unset_value, validate_parameter)
-from xfeat_ros.ros.transport import keypoints_wire, rcl_io
-from xfeat_ros.ros.transport.cdr import (CdrWriter, Header, header_msg, write_keypoints,
-                                         write_matches)
+from xfeat_ros.ros.transport import rcl_io
 from xfeat_ros.ros.transport.image_receiver import ImageReceiver
 from xfeat_ros.runtime import heap
 from xfeat_ros.runtime.frontend import FrontEnd
@@ -75,30 +71,7 @@ def topic(camera, name):
     return f'{camera}/{name}' if camera else name
 
 
-def ros_header(header):
-    """Return the ``std_msgs/Header`` of an image header (a raw image's one converted)."""
-    return header_msg(header) if isinstance(header, Header) else header
-
-
-@dataclass
-class Ports:
-    """A camera's ROS side: subscriptions, publishers, QoS state."""
-
-    subscription: object = None
-    reliability: str = 'reliable'  # of the current image subscription
-    switch_pending: bool = False
-    publishers: int = 0            # image publishers matched by the current subscription
-    sequences: dict = field(default_factory=dict)  # publisher gid -> last sequence number
-    keypoints: object = None
-    matches: object = None
-    cloud: object = None
-    feature: object = None
-    debug: object = None
-    stereo: object = None          # left camera of a pair: its stereo_matches publisher
-    camera_info: object = None
-
-
-class XFeatNode(Node):
+class XFeatNode(NodeOutputs, Node):
     """ROS 2 node over the front-end core (see the module docstring)."""
 
     def __init__(self, engine=None, **kwargs):
@@ -391,59 +364,6 @@ class XFeatNode(Node):
                             key=(camera, 'lost', ports.reliability))
 
     # -- outputs (the core's sink) ----------------------------------------------------------------
-    def _placement(self, camera):
-        """Where an armed frame's features go: the places of its Keypoints message."""
-        last = self.streams[camera].previous   # the frame just published
-        if last is None or self.outputs.descriptor_encoding != keypoints_wire.ENCODING:
-            return None
-        return keypoints_wire.placement(last.header.frame_id)
-
-    def publish_keypoints(self, out):
-        """Publish a frame's Keypoints (in place where its features lie in one, keypoints_wire)."""
-        frame, port = out.frame, self.ports[out.camera].keypoints
-        if keypoints_wire.publish_in_place(port, frame, self.outputs.descriptor_encoding):
-            self.streams[out.camera].count('keypoints_in_place')
-            return
-        # CDR written from the NumPy arrays: half the cost of building the message
-        # (docs/transport.md); the bytes equal rclpy's serialization (test_cdr).
-        port.publish(write_keypoints(
-            CdrWriter(), frame.header, frame.features, (frame.track_ids, frame.track_ages),
-            self.outputs.descriptor_encoding))
-
-    def publish_matches(self, out):
-        """Publish a frame's Matches (none after the camera's first frame)."""
-        if out.previous is not None:
-            frame = out.frame
-            self.ports[out.camera].matches.publish(write_matches(
-                CdrWriter(), frame.header, out.previous.stamp, out.previous.features,
-                frame.features, out.matches))
-
-    def publish_cloud(self, out):
-        """Publish a frame's ``c/keypoint_cloud``."""
-        frame = out.frame
-        self.ports[out.camera].cloud.publish(keypoint_cloud_msg(
-            ros_header(frame.header), frame.features, frame.track_ids, frame.track_ages))
-
-    def publish_feature(self, camera, header, columns, camera_ids):
-        """Publish one ``c/feature`` (VINS) message."""
-        self.ports[camera].feature.publish(vins_feature_msg(ros_header(header), *columns,
-                                                            camera_ids=camera_ids))
-
-    def publish_stereo(self, left_camera, left, right, result):
-        """Publish a stereo pair's matches on ``left/stereo_matches``."""
-        self.ports[left_camera].stereo.publish(write_matches(CdrWriter(), right.header,
-                                                             left.stamp, left.features,
-                                                             right.features, result))
-
-    def wants_debug(self, camera):
-        """Tell whether someone reads ``c/debug_image`` now."""
-        return self.ports[camera].debug.get_subscription_count() > 0
-
-    def publish_debug(self, out, canvas):
-        """Publish a rendered ``c/debug_image``."""
-        header = ros_header(out.frame.header)
-        self.ports[out.camera].debug.publish(image_msg(canvas, 'bgr8', header.stamp,
-                                                       header.frame_id))
 
     # -- health -----------------------------------------------------------------------------------
     def stats(self):
