@@ -4,10 +4,12 @@
 
 import argparse
 import logging
+import sys
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
-from xfeat_ros.errors import BackendError, ParameterError
+from xfeat_ros.errors import ParameterError
 from xfeat_ros.features import factory as factory_module
 from xfeat_ros.features.engine import EngineConfig
 from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
@@ -25,21 +27,43 @@ def built(monkeypatch):
     return configs
 
 
-@pytest.mark.parametrize('backend', ['pytorch', 'tensorrt', 'onnxruntime_cuda'])
-def test_a_gpu_backend_refuses_a_spread(backend, built):
-    with pytest.raises(BackendError, match='min_distance needs the CPU engine for now'):
-        create_engine(EngineConfig(backend, min_distance=10.0))
-    with pytest.raises(BackendError, match='min_distance needs the CPU engine for now'):
-        create_engine(EngineConfig(backend, grid_cell_px=32, max_per_cell=2))
+@pytest.fixture
+def gpu_factory(monkeypatch):
+    """Stand in for the GPU factory module, recording what the GPU engine is built with."""
+    calls = []
+
+    def create_gpu_engine(backend, weights, gpu, top_k, threshold, min_cossim, spread):
+        calls.append((backend, top_k, spread))
+        return SimpleNamespace(name=backend, device='cuda:0')
+    module = ModuleType('xfeat_ros.features.gpu.factory')
+    module.create_gpu_engine = create_gpu_engine
+    monkeypatch.setitem(sys.modules, 'xfeat_ros.features.gpu.factory', module)
+    return calls
+
+
+@pytest.mark.parametrize('backend', ['auto', 'pytorch', 'tensorrt', 'onnxruntime_cuda'])
+def test_a_gpu_backend_takes_the_spread(backend, built, gpu_factory):
+    create_engine(EngineConfig(backend, top_k=300, min_distance=10.0))
+    create_engine(EngineConfig(backend, top_k=200, grid_cell_px=32, max_per_cell=2))
+    assert gpu_factory == [(backend, 300, Spread(10.0)), (backend, 200, Spread(0.0, 32, 2))]
     assert built == []
 
 
-def test_auto_takes_the_cpu_engine_for_a_spread(built, caplog):
+def test_invalid_spread_settings_stop_before_any_engine(built, gpu_factory):
+    for settings in ({'min_distance': -1.0}, {'grid_cell_px': 32}):
+        for backend in ('pytorch', 'auto'):
+            with pytest.raises(ParameterError):
+                create_engine(EngineConfig(backend, **settings))
+    assert built == [] and gpu_factory == []
+
+
+def test_auto_without_a_gpu_takes_the_cpu_engine_with_the_spread(built, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, 'xfeat_ros.features.gpu.factory', None)  # import fails
     config = EngineConfig(min_distance=10.0)
     with caplog.at_level(logging.INFO, logger='xfeat_ros.features.engine'):
         assert create_engine(config) == 'cpu engine'
     assert built == [config] and config.spread == Spread(10.0)
-    assert 'min_distance needs the CPU engine for now' in caplog.text
+    assert 'no GPU engine' in caplog.text
 
 
 def test_command_line_and_node_parameters_make_the_spread():

@@ -159,3 +159,13 @@ def test_a_frame_without_candidates_and_a_restart():
     assert out.restarted and out.matches is None and (out.frame.track_ages == 1).all()
     assert int(out.frame.track_ids.min()) == issued + 1
     assert min_pair_distance(out.frame.features.keypoints) >= MIN_DISTANCE
+
+
+def test_an_engine_continues_no_tracks_after_a_spread_selection():
+    """The ids of a spread frame follow its published keypoints, not the engine's candidates."""
+    stream, _, _ = run_frames(2, Spread(MIN_DISTANCE, top_k=TOP_K))
+    assert stream.track_state() is None
+    plain, _, _ = run_frames(2, None)
+    ids, ages, next_id, frame = plain.track_state()
+    assert frame is plain.previous and len(ids) == len(ages) == len(frame.features)
+    assert next_id == plain.next_track_id

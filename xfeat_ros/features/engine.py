@@ -245,7 +245,7 @@ class EngineConfig:
     ``gpu`` the CUDA device index; ``num_threads`` ONNX Runtime's CPU threads
     (0: its default); ``min_distance``, ``grid_cell_px``, ``max_per_cell`` the
     keypoints' spread (:class:`xfeat_ros.features.spread.Spread`; all 0: off,
-    upstream's keypoints; the CPU engine only for now).
+    upstream's keypoints).
     """
 
     backend: str = 'auto'

@@ -19,8 +19,6 @@ from xfeat_ros.features.weights import load_weights, resolve_weights
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger('xfeat_ros.features.engine')
-SPREAD_CPU_ONLY = ('min_distance needs the CPU engine for now (the spread of keypoints, '
-                   'min_distance or grid_cell_px/max_per_cell, has no GPU selection yet)')
 
 
 def cpu_engine(config):
@@ -41,9 +39,8 @@ def create_engine(config=EngineConfig(), logger=None):
     GPU engine when one is usable (TensorRT, then PyTorch CUDA), else the CPU
     engine, saying why in ``logger`` (a ``logging`` or rclpy logger).
     Weights problems raise :class:`xfeat_ros.errors.WeightsError` whatever the
-    backend. The keypoints' spread (``min_distance``, the grid) runs on the CPU
-    engine only for now: a GPU backend with it raises BackendError, ``auto``
-    takes the CPU engine (invalid spread settings: ParameterError).
+    backend; invalid spread settings (``min_distance``, the grid) raise
+    :class:`xfeat_ros.errors.ParameterError` before any engine is built.
     """
     log = logger or LOG
     if config.backend not in BACKENDS:
@@ -51,15 +48,11 @@ def create_engine(config=EngineConfig(), logger=None):
                            f'{", ".join(BACKENDS)})')
     if config.backend == CPU_BACKEND:
         return cpu_engine(config)
-    if config.spread.active:
-        if config.backend != 'auto':
-            raise BackendError(f'backend {config.backend}: {SPREAD_CPU_ONLY}')
-        log.warning(f'backend auto: {SPREAD_CPU_ONLY}; using {CPU_BACKEND} on the CPU')
-        return cpu_engine(config)
+    spread = config.spread  # validates the spread settings first
     try:
         from xfeat_ros.features.gpu.factory import create_gpu_engine  # CuPy, PyTorch: optional
         engine = create_gpu_engine(config.backend, config.weights, config.gpu, config.top_k,
-                                   config.threshold, config.min_cossim)
+                                   config.threshold, config.min_cossim, spread=spread)
     except (ImportError, BackendError) as exc:
         if config.backend != 'auto':
             if isinstance(exc, BackendError):
@@ -94,7 +87,7 @@ def add_engine_args(parser, backend='auto'):
                             '(default %(default)s)')
     group.add_argument('--min-distance', type=float, default=0.0,
                        help='spread: no two keypoints closer than this many pixels, tracked '
-                            'ones placed first (0: off, upstream keypoints; CPU engine only)')
+                            'ones placed first (0: off, upstream keypoints)')
     group.add_argument('--grid-cell-px', type=int, default=0,
                        help='spread grid: cell size in pixels (with --max-per-cell; 0: off)')
     group.add_argument('--max-per-cell', type=int, default=0,

@@ -80,8 +80,8 @@ PARAMETERS = {
                          'filter (live)', _ENGINE.min_cossim, -1.0, 1.0, live=True),
     'min_distance': _float('spread: no two published keypoints closer than this, pixels; '
                            'keypoints that continue a track are placed first (oldest first), '
-                           'then new ones by score, top_k the cap (0: off, upstream keypoints; '
-                           'CPU engine only for now)', _ENGINE.min_distance, 0.0, 10000.0),
+                           'then new ones by score, top_k the cap (0: off, upstream keypoints)',
+                           _ENGINE.min_distance, 0.0, 10000.0),
     'grid_cell_px': _int('spread grid: square cells of this many pixels hold at most '
                          'max_per_cell published keypoints (0: no grid; set both)',
                          _ENGINE.grid_cell_px, 0, 100000),

@@ -333,9 +333,11 @@ class CameraStream:
         The last finished frame's track ids and ages and the next new id, for
         an engine that continues them itself (an armed GPU frame): its result
         counts only while this is still the state (:func:`continued_tracks`).
+        None after a spread selection too: that frame's ids follow its published
+        keypoints, not the engine's candidates.
         """
         frame = self.previous
-        if frame is None:
+        if frame is None or frame.candidate_index is not None:
             return None
         return frame.track_ids, frame.track_ages, self.next_track_id, frame
 

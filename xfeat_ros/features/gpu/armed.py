@@ -100,7 +100,7 @@ def armable(engine, size):
     """Return the workspace of model ``size`` if a chain can be armed on it now, else None."""
     ready = getattr(engine.backbone, 'ready', None)
     ws = engine._workspaces.get(size)
-    if (engine.profile or ready is None or ws is None or ws.detect.capacity < engine.top_k
+    if (engine.profile or ready is None or ws is None or ws.detect.capacity < engine.detect_k
             or not ready(ws.image[:1], ws.outputs(1))):
         return None
     return ws

@@ -126,6 +126,7 @@ class GpuSlot:
         # (previous frame, next id) its tracks were continued from on the device (.armed), or None
         self.tracked = None
         self.image_hw = None
+        self.spread = None  # the Spread its features are candidates of (engine.frame_spread)
         self.marks = []
 
     def _previous_upload_passed(self):

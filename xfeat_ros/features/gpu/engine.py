@@ -59,6 +59,7 @@ from xfeat_ros.features.gpu.buffers import (batch_capacity, copy_async, cupy_mod
                                             Workspace)
 from xfeat_ros.features.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.features.pipeline import DESCRIPTOR_SIZE
+from xfeat_ros.features.spread import CANDIDATE_FACTOR, NO_SPREAD
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger(__name__)
@@ -79,7 +80,7 @@ class GpuEngine:
 
     def __init__(self, backbone, gpu=0, top_k=TOP_K, threshold=THRESHOLD,
                  min_cossim=MIN_COSSIM, profile=False, graphs=True, max_batch=MAX_BATCH,
-                 tensor_cores=True, copy_workers=None, epipolar=True):
+                 tensor_cores=True, copy_workers=None, epipolar=True, spread=NO_SPREAD):
         """
         Wrap a GPU backbone; compiles the kernels now so errors surface here.
 
@@ -94,7 +95,11 @@ class GpuEngine:
         checks every match on the device (the tracks' RANSAC,
         ``MatchResult.verified``); False leaves ``verified`` None, for
         consumers that verify matches themselves (the attribute may change
-        between submissions).
+        between submissions). An active ``spread``
+        (:class:`xfeat_ros.features.spread.Spread`) makes each frame's features
+        :data:`~xfeat_ros.features.spread.CANDIDATE_FACTOR` x ``top_k`` spread
+        candidates, as the CPU engine's: the runtime keeps the published ones once
+        the frame's tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
         """
         cupy = cupy_module()
         self.cupy = cupy
@@ -104,6 +109,7 @@ class GpuEngine:
         self.name = backbone.name
         self.desc_dim = DESCRIPTOR_SIZE
         self.top_k = int(top_k)
+        self.spread = spread
         self.threshold = float(threshold)
         self.min_cossim = float(min_cossim)
         self.profile = bool(profile)
@@ -166,16 +172,25 @@ class GpuEngine:
         if min_cossim is not None:
             self.min_cossim = float(min_cossim)
 
+    @property
+    def detect_k(self):
+        """Keypoints detected per frame: ``top_k``, or the spread's candidates."""
+        return self.top_k * CANDIDATE_FACTOR if self.spread.active else self.top_k
+
+    def frame_spread(self):
+        """Return the Spread a frame's features are candidates of (cap ``top_k``), or None."""
+        return self.spread.with_top_k(self.top_k) if self.spread.active else None
+
     def alloc_slot(self):
-        """Return a new slot with device buffers of capacity ``top_k``."""
+        """Return a new slot with device buffers of capacity :attr:`detect_k`."""
         with self.cupy.cuda.Device(self.gpu), self.stream:
-            return GpuSlot(self.top_k, self.desc_dim)
+            return GpuSlot(self.detect_k, self.desc_dim)
 
     def _fit_slot(self, slot):
-        if slot.capacity < self.top_k:
+        if slot.capacity < self.detect_k:
             if slot.submitted:
                 slot.done.synchronize()
-            slot.allocate(self.top_k, self.desc_dim)
+            slot.allocate(self.detect_k, self.desc_dim)
 
     @property
     def capabilities(self):
@@ -211,10 +226,10 @@ class GpuEngine:
             _, old = self._workspaces.popitem(last=False)
             self.stream.synchronize()  # queued work done before graph memory is released
             self.backbone.release(old.image)
-        if ws is None or ws.frames < frames or ws.detect.capacity < self.top_k:
+        if ws is None or ws.frames < frames or ws.detect.capacity < self.detect_k:
             size = batch_capacity(max(frames, ws.frames if ws else 1, self.group_frames),
                                   self.max_batch)
-            new = Workspace(mh, mw, self.top_k, size, self.desc_dim,
+            new = Workspace(mh, mw, self.detect_k, size, self.desc_dim,
                             ws.raw_stride if ws else 0)
             if ws is not None:
                 pending = len(self._pending.get((mh, mw), ()))
@@ -245,7 +260,7 @@ class GpuEngine:
         An armed chain calls this before its gate: capturing behind a running
         gate kernel would wait until the gate expired (:mod:`.armed`).
         """
-        k = self.top_k
+        k = self.detect_k
         if k > 0:
             self._capture(ws.graphs, (1, k, self.threshold),
                           lambda: self._detect_describe(ws, 1, k))
@@ -289,7 +304,7 @@ class GpuEngine:
         stream = self.stream
         frames = len(batch)
         mh, mw = ws.model_hw
-        k = self.top_k
+        k = self.detect_k
         self._decode(ws, batch)
         self.backbone.run(ws.image[:frames], ws.outputs(frames), stream)
         self._mark(self.last_flush_marks, 'backbone')
@@ -386,8 +401,12 @@ class GpuEngine:
         previous, chain=True)`` of a fitting frame opens; anything else
         cancels it (:mod:`.armed`). Returns whether it was armed. ``slot`` is
         reserved for that frame: do not read it before submitting into it.
-        ``placement`` and ``tracks``: see :func:`.armed.arm`.
+        ``placement`` and ``tracks``: see :func:`.armed.arm`; with an active
+        spread neither applies (the published keypoints are chosen on the host,
+        after the chain), so both are ignored.
         """
+        if self.spread.active:
+            placement = tracks = None
         return armed.arm(self, like, slot, previous, placement, tracks)
 
     def disarm(self):

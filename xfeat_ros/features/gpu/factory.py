@@ -9,6 +9,7 @@ from xfeat_ros.features.gpu.backbone import TorchBackbone
 from xfeat_ros.features.gpu.backbone_onnx import OnnxRuntimeCudaBackbone, TensorRTBackbone
 from xfeat_ros.features.gpu.buffers import cupy_module
 from xfeat_ros.features.gpu.engine import ENGINE_BACKENDS, GpuEngine, MAX_BATCH
+from xfeat_ros.features.spread import NO_SPREAD
 from xfeat_ros.features.weights import load_weights, resolve_weights
 from xfeat_ros.logs import package_logger
 
@@ -50,7 +51,8 @@ def select_backend(backend, weights, gpu=0, options=None):
 
 
 def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=TOP_K, threshold=THRESHOLD,
-                      min_cossim=MIN_COSSIM, options=None, max_batch=MAX_BATCH):
+                      min_cossim=MIN_COSSIM, options=None, max_batch=MAX_BATCH,
+                      spread=NO_SPREAD):
     """
     Build a :class:`GpuEngine` for the node.
 
@@ -58,7 +60,8 @@ def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=TOP_K, threshold=
     the lookup of :func:`xfeat_ros.features.weights.resolve_weights`) or a loaded dict.
     Raises :class:`BackendError` when CuPy, the device or every candidate
     backend is unusable (the node then falls back to the CPU engine), and
-    :class:`xfeat_ros.errors.WeightsError` for unusable weights.
+    :class:`xfeat_ros.errors.WeightsError` for unusable weights. ``spread``: the
+    keypoints' spread (:class:`xfeat_ros.features.spread.Spread`; off by default).
     """
     if backend not in ENGINE_BACKENDS:
         raise BackendError(f'unknown GPU backend {backend!r} (choose from {ENGINE_BACKENDS})')
@@ -66,7 +69,8 @@ def create_gpu_engine(backend='auto', weights='', gpu=0, top_k=TOP_K, threshold=
     if not isinstance(weights, dict):
         weights = load_weights(resolve_weights(weights))
     backbone = select_backend(backend, weights, gpu, options)
-    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim, max_batch=max_batch)
+    engine = GpuEngine(backbone, gpu, top_k, threshold, min_cossim, max_batch=max_batch,
+                       spread=spread)
     LOG.info('GPU engine: backend %s on cuda:%d (asked for %s)', engine.name, int(gpu), backend)
     return engine
 

@@ -197,7 +197,7 @@ def assemble(kind, slot, arrays):
     if kind == FEATURES:
         n = slot.keypoint_count()
         return Features(arrays[0][:n], arrays[1][:n], arrays[2][:n], slot.image_hw,
-                        getattr(slot, 'wire', None))
+                        getattr(slot, 'wire', None), getattr(slot, 'spread', None))
     m = int(slot.host_counts.array[1])
     verified = arrays[3][:m].astype(bool) if len(arrays) > 3 else None
     tracks = None

@@ -108,3 +108,4 @@ def enqueue_upload(engine, size, frame, source, fetch=None):
     slot.wire = None
     slot.tracked = None
     slot.image_hw = frame[1:3]
+    slot.spread = engine.frame_spread()
