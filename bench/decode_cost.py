@@ -21,7 +21,11 @@ at level 3, image_transport's default), in colour and in grey, and serialized as
   the latency a compressed input adds to every frame (the decode runs in line,
   before the frame is queued);
 * ``grey``: the engine's decode of the result to grey float32 (the same for the
-  raw input, listed for scale).
+  raw input, listed for scale);
+* with ``--gpu N``, for JPEG: ``decode_gpu``, the GPU engine's nvJPEG decoder
+  (:class:`xfeat_ros.features.gpu.jpeg.JpegDecoder`, the checks included) until its
+  pixels are ready on device N, and ``receipt_gpu``, the image thread's parse with that
+  decoder (it returns once the decode is enqueued; the engine's upload waits for it).
 """
 
 import argparse
@@ -32,6 +36,7 @@ import platform
 import statistics
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -86,8 +91,15 @@ def cases(frame, quality):
                 yield f'{width}x{height}', encoding, kind, converted, fmt, payload
 
 
-def measure(frame, quality, repeat):
-    """Return one record per case (see the module)."""
+def gpu_decoder(gpu):
+    """Return the nvJPEG decoder of CUDA device ``gpu`` (BackendError where there is none)."""
+    import cupy
+    from xfeat_ros.features.gpu.jpeg import JpegDecoder
+    return JpegDecoder(cupy, gpu)
+
+
+def measure(frame, quality, repeat, decoder=None):
+    """Return one record per case (see the module); ``decoder``: the GPU figures too."""
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import CompressedImage
     from xfeat_ros.ros.compressed import parse_compressed
@@ -104,6 +116,13 @@ def measure(frame, quality, repeat):
                'receipt_raw': timed(lambda: parse_image(raw), repeat),
                'grey': timed(lambda: decode_image_msg(decoded), repeat)}
         row['added_ms'] = round(row['receipt']['median_ms'] - row['receipt_raw']['median_ms'], 4)
+        if decoder is not None and kind == 'jpeg':
+            from xfeat_ros.features.compressed import compressed_image
+            header = SimpleNamespace(frame_id='')
+            row['decode_gpu'] = timed(
+                lambda: compressed_image(header, fmt, payload, decoder).ready.synchronize(),
+                repeat)
+            row['receipt_gpu'] = timed(lambda: parse_compressed(compressed, decoder), repeat)
         rows.append(row)
     return rows
 
@@ -117,6 +136,13 @@ def table(rows):
                      f'{r["payload_bytes"] / 1024:.0f} KiB | {r["decode"]["median_ms"]:.2f} | '
                      f'{r["receipt"]["median_ms"]:.2f} | {r["receipt_raw"]["median_ms"]:.3f} | '
                      f'{r["added_ms"]:.2f} | {r["grey"]["median_ms"]:.2f} |')
+    gpu = [r for r in rows if 'decode_gpu' in r]
+    if gpu:
+        lines += ['', '| size | input | decode on the GPU (ready) | receipt with it |',
+                  '|---|---|---|---|']
+        lines += [f'| {r["size"]} | {r["encoding"]} {r["kind"]} | '
+                  f'{r["decode_gpu"]["median_ms"]:.2f} | {r["receipt_gpu"]["median_ms"]:.2f} |'
+                  for r in gpu]
     return '\n'.join(lines)
 
 
@@ -137,6 +163,8 @@ def build_parser():
                         help=f'runs per figure, at least {MIN_REPEAT} (default %(default)s)')
     parser.add_argument('--quality', type=int, default=90, help='jpeg quality (default 90)')
     parser.add_argument('--json', help='write the records and versions here')
+    parser.add_argument('--gpu', type=int, metavar='N',
+                        help='also time JPEG decoding with nvJPEG on CUDA device N')
     return parser
 
 
@@ -147,7 +175,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.repeat < MIN_REPEAT:
         parser.error(f'--repeat must be at least {MIN_REPEAT}, got {args.repeat}')
-    rows = measure(source_frame(args.data), args.quality, args.repeat)
+    decoder = gpu_decoder(args.gpu) if args.gpu is not None else None
+    rows = measure(source_frame(args.data), args.quality, args.repeat, decoder)
     sys.stdout.write(table(rows) + '\n')
     if args.json:
         record = {'command': 'python bench/decode_cost.py ' + ' '.join(argv or sys.argv[1:]),

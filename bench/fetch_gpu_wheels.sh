@@ -6,6 +6,7 @@
 # and rosbags that the GPU machine lacks, into .whl/ (git-ignored through
 # .git/info/exclude), for bench/gpu_node_check.sh and bench/run_gpu.sh:
 #     bash bench/fetch_gpu_wheels.sh        # ~51 MB, under the 64 MiB carry limit
+# and torchvision (nvJPEG) into .gpuwhl/.
 # empy has no wheel on the index: it is built here (pure Python). Wheels of
 # packages the GPU machine already has (numpy, pyyaml, setuptools, ...) are
 # removed so that their versions there are kept.
@@ -33,3 +34,11 @@ for name in numpy setuptools pyyaml PyYAML python_dateutil six pyparsing packagi
   rm -f "${DEST}/${name}"-[0-9]*.whl
 done
 du -sh "${DEST}"
+# torchvision for nvJPEG (the GPU engine's JPEG decoder), the release that pairs with the
+# machine's PyTorch (TORCHVISION, default 0.26.* for PyTorch 2.11; it bundles libnvjpeg of
+# CUDA 13). Into .gpuwhl/ (7.5 MB), carried with the test data by bench/gpu_check.sh.
+mkdir -p .gpuwhl
+grep -qx '/.gpuwhl/' .git/info/exclude 2>/dev/null || echo '/.gpuwhl/' >> .git/info/exclude
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 -d .gpuwhl \
+  "torchvision==${TORCHVISION:-0.26.*}"

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # The GPU checks, on the GPU machine:
-#   1. installs carried wheels from .whl/ if there are any (into /tmp/site),
+#   1. installs carried wheels from .whl/ and .gpuwhl/ (torchvision, for nvJPEG) if there are
+#      any (into /tmp/site),
 #   2. runs the GPU test suite (pytest -m gpu over test/features: golden parity, kernels,
 #      engine, batches, matchers, backbone, armed frames, RANSAC, tracks, stamp jumps) and the NVRTC compile test of every kernel variant.
 # Shared data comes from $XFEAT_ROS_SHARED (default: .devshared, bench/make_devshared.sh).
@@ -25,6 +26,10 @@ export PYTHONUNBUFFERED=1
 export XFEAT_ROS_SHARED="${XFEAT_ROS_SHARED:-${PWD}/.devshared}"
 export XFEAT_ROS_REPORT_DIR="${OUT}"
 
+if compgen -G '.gpuwhl/*.whl' > /dev/null; then  # torchvision (nvJPEG): bench/fetch_gpu_wheels.sh
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target /tmp/site .gpuwhl/*.whl || exit 3
+fi
 if compgen -G '.whl/*.whl' > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 3

@@ -48,6 +48,10 @@ if compgen -G '.whl/rosbags-*.whl' > /dev/null; then  # for the offline (bag) te
   python -m pip install -q --no-index --find-links "$PWD/.whl" 'rosbags>=0.11' 2>&1 \
     | tee -a "${OUT}/setup.log"
 fi
+if compgen -G '.gpuwhl/torchvision-*.whl' > /dev/null; then  # nvJPEG for compressed inputs
+  python -m pip install -q --no-index --no-deps .gpuwhl/torchvision-*.whl 2>&1 \
+    | tee -a "${OUT}/setup.log"
+fi
 python -c 'import rclpy, cupy, torch, xfeat_ros_msgs.msg; print("ros+gpu ok", torch.__version__)'
 # Default: every test that runs the node (or xfeat_offline) end to end; on this
 # machine backend auto picks the PyTorch + CUDA engine, so they run the GPU path.

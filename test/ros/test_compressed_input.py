@@ -70,10 +70,50 @@ def test_input_topic_names_follow_image_transport():
                                  cli_args=['--ros-args', '-r', 'image:=/cam/image_raw'])
         assert image_input(node, 'image', 'raw') == (Image, 'image', parse_image)
         msg_type, name, parse = image_input(node, 'image', 'compressed')
-        assert (msg_type, name, parse) == (CompressedImage, '/cam/image_raw/compressed',
-                                           parse_compressed)
+        assert (msg_type, name) == (CompressedImage, '/cam/image_raw/compressed')
+        msg = compressed_msg(np.full((40, 48, 3), 70, np.uint8), 'rgb8', 'jpeg')
+        got, want = parse(serialize_message(msg)), parse_compressed(serialize_message(msg))
+        assert (got.height, got.width, got.encoding) == (want.height, want.width, 'bgr8')
+        np.testing.assert_array_equal(np.frombuffer(got.data, np.uint8),
+                                      np.frombuffer(want.data, np.uint8))
         assert image_input(node, 'left/image', 'compressed')[1] == \
             '/robot/left/image/compressed'
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+class FakeJpegDecoder:
+    """Record what a GPU engine's JPEG decoder is handed; return a marker."""
+
+    def __init__(self):
+        self.calls = []
+
+    def decode(self, header, payload):
+        self.calls.append((header.frame_id, payload.tobytes()))
+        return 'decoded on the device'
+
+
+def test_jpeg_goes_to_the_engine_decoder_after_the_checks_png_stays_on_the_cpu():
+    decoder = FakeJpegDecoder()
+    pixels = np.full((40, 48, 3), 70, np.uint8)
+    jpeg = compressed_msg(pixels, 'rgb8', 'jpeg', frame_id='left')
+    assert parse_compressed(serialize_message(jpeg), decoder) == 'decoded on the device'
+    assert decoder.calls == [('left', bytes(jpeg.data))]
+    png = parse_compressed(serialize_message(compressed_msg(pixels, 'rgb8', 'png')), decoder)
+    assert (png.height, png.width, png.encoding) == (40, 48, 'bgr8') and len(decoder.calls) == 1
+    jpeg.data = bytes(jpeg.data)[:len(jpeg.data) // 2]   # checked before any decoder sees it
+    with pytest.raises(CompressedImageError, match='truncated'):
+        parse_compressed(serialize_message(jpeg), decoder)
+    assert len(decoder.calls) == 1
+
+
+def test_the_node_asks_the_current_engine_for_its_decoder():
+    from types import SimpleNamespace
+    from xfeat_ros.features.engine import Capabilities
+    from xfeat_ros.ros.compressed import engine_jpeg_decoder
+    decoder = FakeJpegDecoder()
+    gpu = SimpleNamespace(capabilities=Capabilities(jpeg_decoder=True),
+                          jpeg_decoder=lambda: decoder)
+    cpu = SimpleNamespace(capabilities=Capabilities())
+    assert engine_jpeg_decoder(gpu) is decoder and engine_jpeg_decoder(cpu) is None

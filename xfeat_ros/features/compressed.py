@@ -9,8 +9,9 @@ pixels as OpenCV returns them), which then takes the raw image's path unchanged:
 the stream's checks, the scheduler, either engine's decode to grey
 (:func:`xfeat_ros.features.image_codec.decode_image`: the same normalisation and
 the same mean of the colour channels). :func:`decode_compressed` is the one
-function that decodes (OpenCV's ``imdecode`` on the CPU); a GPU decoder
-(nvJPEG) would take its place.
+function that decodes on the CPU (OpenCV's ``imdecode``); a GPU engine's JPEG
+decoder (nvJPEG, :mod:`xfeat_ros.features.gpu.jpeg`) takes its place for JPEG
+payloads where the engine offers one, after the same checks (:func:`checked_payload`).
 
 ``format`` follows image_transport's compressed transport: ``jpeg`` or ``png``
 alone, or ``<raw encoding>; <jpeg|png> compressed <encoding compressed>``
@@ -99,15 +100,15 @@ def _cv2():
     return cv2
 
 
-def decode_compressed(data, fmt):
+def checked_payload(data, fmt):
     """
-    Decode a compressed payload; return ``(pixels [H, W, C] uint8/uint16, encoding)``.
+    Check a compressed payload before any decoder sees it; return ``(uint8 [N], kind)``.
 
     ``data`` is any buffer (bytes, memoryview, array.array, uint8 ndarray);
-    ``encoding`` is ``mono8``, ``mono16``, ``bgr8`` or ``bgra8`` (OpenCV's
-    channel order, unchanged: no EXIF rotation, no conversion). The one place
-    compressed images are decoded. Raises :class:`UnsupportedCompressionError`
-    or :class:`CompressedImageError` (corrupt, truncated, or not the format named).
+    ``kind`` ``'jpeg'`` or ``'png'``. Raises :class:`UnsupportedCompressionError`
+    for another format, :class:`CompressedImageError` where the bytes do not start
+    like the format named, a JPEG lacks its end-of-image marker, or the declared
+    size passes :data:`MAX_PIXELS`.
     """
     kind = compression(fmt)
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -126,6 +127,19 @@ def decode_compressed(data, fmt):
         raise CompressedImageError(
             f'{kind} payload of {buf.size} bytes declares {size[0]}x{size[1]} pixels, more '
             f'than {MAX_PIXELS} (not decoded)')
+    return buf, kind
+
+
+def decode_compressed(data, fmt):
+    """
+    Decode a compressed payload on the CPU; return ``(pixels [H, W, C], encoding)``.
+
+    ``data`` as :func:`checked_payload` takes it; ``encoding`` is ``mono8``,
+    ``mono16``, ``bgr8`` or ``bgra8`` (OpenCV's channel order, unchanged: no
+    EXIF rotation, no conversion). Raises what :func:`checked_payload` raises,
+    and :class:`CompressedImageError` for a payload OpenCV cannot decode.
+    """
+    buf, kind = checked_payload(data, fmt)
     cv2 = _cv2()
     try:
         pixels = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
@@ -144,14 +158,21 @@ def decode_compressed(data, fmt):
     return pixels.reshape(pixels.shape[0], pixels.shape[1], channels), encoding
 
 
-def compressed_image(header, fmt, data):
+def compressed_image(header, fmt, data, jpeg_decoder=None):
     """
     Return an ``Image``-like object (``header`` kept) of a compressed payload.
 
     Fields ``header``, ``height``, ``width``, ``encoding``, ``is_bigendian``,
     ``step`` and ``data`` (a memoryview of the decoded pixels), as the raw
-    path reads them. Raises what :func:`decode_compressed` raises.
+    path reads them. ``jpeg_decoder`` (a GPU engine's, None: OpenCV) decodes
+    a checked JPEG payload instead; its image keeps the pixels on the device
+    (:class:`xfeat_ros.features.gpu.jpeg.DeviceImage`). Raises what
+    :func:`decode_compressed` raises.
     """
+    if jpeg_decoder is not None:
+        buf, kind = checked_payload(data, fmt)
+        if kind == 'jpeg':
+            return jpeg_decoder.decode(header, buf)
     pixels, encoding = decode_compressed(data, fmt)
     height, width = pixels.shape[:2]
     return SimpleNamespace(header=header, height=int(height), width=int(width),

@@ -61,13 +61,17 @@ class Capabilities:
     enqueued before it comes, :mod:`xfeat_ros.runtime.arming`);
     ``image_buffers``: ``image_buffer(nbytes)`` (memory an image is taken
     into straight from the middleware); ``epipolar``: the engine verifies
-    frame-to-frame matches itself (else the tracks' check runs on the host).
+    frame-to-frame matches itself (else the tracks' check runs on the host);
+    ``jpeg_decoder``: ``jpeg_decoder()`` returns a decoder of JPEG payloads
+    whose images the engine takes (:mod:`xfeat_ros.features.gpu.jpeg`), or None
+    where it has none (compressed images are then decoded on the CPU).
     """
 
     groups: bool = False
     arming: bool = False
     image_buffers: bool = False
     epipolar: bool = False
+    jpeg_decoder: bool = False
 
 
 NO_CAPABILITIES = Capabilities()

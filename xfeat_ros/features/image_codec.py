@@ -225,9 +225,10 @@ class ImageLayout:
     step: int
     encoding: str
     is_bigendian: int
+    on_device: bool = False  # pixels decoded on the GPU (no host bytes to upload)
 
     @classmethod
     def of(cls, msg):
         """Return the layout of an ``Image`` message or of a parsed CDR image (``ImageView``)."""
         return cls(int(msg.height), int(msg.width), int(msg.step), str(msg.encoding),
-                   int(msg.is_bigendian))
+                   int(msg.is_bigendian), getattr(msg, 'device_pixels', None) is not None)

@@ -12,7 +12,9 @@ The node's image input per ``input_transport``: raw ``sensor_msgs/Image`` or com
 ``/compressed``, with ``sensor_msgs/CompressedImage`` (jpeg or png). The
 payload is parsed in place (:func:`parse_compressed`) and decoded on receipt,
 on the image thread, into an Image-like object that takes the raw path from
-there (:mod:`xfeat_ros.features.compressed`); a format the node does not
+there (:mod:`xfeat_ros.features.compressed`): a JPEG by the GPU engine's nvJPEG
+decoder where it has one (pixels left on the device,
+:mod:`xfeat_ros.features.gpu.jpeg`), else by OpenCV; a format the node does not
 decode or a corrupt payload raises the typed error the stream counts
 (``rejected_UnsupportedCompressionError``, ``rejected_CompressedImageError``)
 and the node logs.
@@ -26,13 +28,14 @@ from xfeat_ros.ros.transport.cdr import _Reader, Header, parse_image, Time
 TRANSPORTS = ('raw', 'compressed')
 
 
-def parse_compressed(payload):
+def parse_compressed(payload, jpeg_decoder=None):
     """
     Parse a serialized ``sensor_msgs/CompressedImage`` and decode its pixels.
 
     Returns the Image-like object of
     :func:`xfeat_ros.features.compressed.compressed_image` (header a
-    :class:`~xfeat_ros.ros.transport.cdr.Header`). Raises the
+    :class:`~xfeat_ros.ros.transport.cdr.Header`; a JPEG decoded by
+    ``jpeg_decoder`` where given). Raises the
     :class:`xfeat_ros.errors.ImageError` family (a malformed message:
     :class:`~xfeat_ros.errors.ImageLayoutError`).
     """
@@ -40,17 +43,24 @@ def parse_compressed(payload):
     stamp = Time(reader.uint('i', 4, 'header.stamp'), reader.uint('I', 4, 'header.stamp'))
     header = Header(stamp, reader.string('header.frame_id'))
     fmt = reader.string('format')
-    return compressed_image(header, fmt, reader.octets('data'))
+    return compressed_image(header, fmt, reader.octets('data'), jpeg_decoder)
 
 
-def image_input(node, camera_topic, transport):
+def engine_jpeg_decoder(engine):
+    """Return ``engine``'s JPEG decoder where its capabilities offer one, else None."""
+    return engine.jpeg_decoder() if engine.capabilities.jpeg_decoder else None
+
+
+def image_input(node, camera_topic, transport, jpeg_decoder=lambda: None):
     """
     Return ``(message type, topic, parse)`` of a camera's image subscription.
 
     ``camera_topic`` is the camera's relative raw image topic (``c/image``);
     ``node`` resolves it (remappings included) for the compressed topic.
+    ``jpeg_decoder()`` gives the decoder of each compressed JPEG at its receipt
+    (the current engine's, :func:`engine_jpeg_decoder`; None: OpenCV on the CPU).
     """
     if transport == 'compressed':
         return CompressedImage, node.resolve_topic_name(camera_topic) + '/compressed', \
-            parse_compressed
+            lambda payload: parse_compressed(payload, jpeg_decoder())
     return Image, camera_topic, parse_image

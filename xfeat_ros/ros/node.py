@@ -44,7 +44,7 @@ from xfeat_ros.features.factory import create_engine
 from xfeat_ros.features.tracks import prepare_host_check
 from xfeat_ros.features.weights import weights_summary
 from xfeat_ros.ros import dds
-from xfeat_ros.ros.compressed import image_input
+from xfeat_ros.ros.compressed import engine_jpeg_decoder, image_input
 from xfeat_ros.ros.messages import diagnostic_name, message_types
 from xfeat_ros.ros.outputs import NodeOutputs, Ports
 from xfeat_ros.ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
@@ -256,9 +256,10 @@ class XFeatNode(NodeOutputs, Node):
             matched=lambda info, p=ports: setattr(p, 'publishers', info.current_count))
         # A raw subscription: the image is parsed in place (cdr.parse_image, no copy of the
         # pixels) instead of rclpy building a message (docs/transport.md); a compressed one
-        # is decoded on receipt (ros/compressed.py).
+        # is decoded on receipt (ros/compressed.py), JPEG by the GPU engine where it can.
         msg_type, name, parse = image_input(self, topic(camera, 'image'),
-                                            self.params['input_transport'])
+                                            self.params['input_transport'],
+                                            lambda: engine_jpeg_decoder(self.engine))
         ports.subscription = self.receiver.subscribe(
             msg_type, name,
             lambda payload, info, c=camera: self.on_image(c, payload, info, parse),

@@ -71,7 +71,9 @@ def check_image(msg, last_stamp_ns):
     :data:`STAMP_JUMP_TOLERANCE_S` (a jump back: the caller restarts the
     camera's stream). Returns the stamp in nanoseconds.
     """
-    validate_layout(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+    # pixels decoded on the device (a GPU engine's JPEG decoder) are not read back to count them
+    size = msg.nbytes if getattr(msg, 'device_pixels', None) is not None else len(msg.data)
+    validate_layout(msg.encoding, msg.height, msg.width, msg.step, size)
     model_size(msg.height, msg.width)
     stamp = stamp_ns(msg.header.stamp)
     if stamp and last_stamp_ns - STAMP_JUMP_TOLERANCE_NS <= stamp <= last_stamp_ns:

@@ -126,7 +126,9 @@ def arm(engine, like, slot, previous=None, placement=None, tracks=None):
     engine.last_arm_seconds = None
     cancel(engine)
     engine.flush()
-    layout = ImageLayout.of(like)
+    layout = ImageLayout.of(like) if not isinstance(like, ImageLayout) else like
+    if layout.on_device:  # decoded on the device: no host bytes for the gate's upload
+        return False
     height, width, step, encoding = layout.height, layout.width, layout.step, layout.encoding
     big_endian = bool(layout.is_bigendian)
     info = validate_layout(encoding, height, width, step, step * height)

@@ -52,7 +52,7 @@ import numpy as np
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
 from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.features.engine import Capabilities, GPU_BACKENDS
-from xfeat_ros.features.gpu import armed, host_pairs, kernels, ops, upload
+from xfeat_ros.features.gpu import armed, host_pairs, jpeg, kernels, ops, upload
 from xfeat_ros.features.gpu import results as host_results
 from xfeat_ros.features.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                             HostCopier, message_bytes, PinnedBuffer, TableRing,
@@ -120,6 +120,7 @@ class GpuEngine:
         self.epipolar = bool(epipolar)  # may change between groups (benchmarks, tests)
         self._copier = HostCopier(copy_workers)
         self._image_pool = None  # pinned buffers images are taken into (image_buffer)
+        self._jpeg = None  # the nvJPEG decoder (jpeg_decoder), False where there is none
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
@@ -196,7 +197,22 @@ class GpuEngine:
     def capabilities(self):
         """Every optional part of the contract; the epipolar check as currently set."""
         return Capabilities(groups=True, arming=True, image_buffers=True,
-                            epipolar=self.epipolar)
+                            epipolar=self.epipolar, jpeg_decoder=True)
+
+    def jpeg_decoder(self):
+        """
+        Return the engine's nvJPEG decoder (:mod:`.jpeg`), or None where there is none.
+
+        Made on first use; where torchvision (or its nvJPEG) is missing, None
+        from then on, said once in the log: JPEG payloads are then decoded on
+        the CPU.
+        """
+        if self._jpeg is None:
+            decoder, reason = jpeg.probe(self.cupy, self.gpu)
+            self._jpeg = decoder or False
+            if decoder is None:
+                LOG.warning('compressed images are decoded on the CPU: %s', reason)
+        return self._jpeg or None
 
     def expect_groups(self, frames):
         """

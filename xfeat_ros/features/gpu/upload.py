@@ -14,6 +14,7 @@ state (:class:`xfeat_ros.features.gpu.engine.GpuEngine`), as in :mod:`.armed`.
 
 import numpy as np
 
+from xfeat_ros.errors import ImageLayoutError
 from xfeat_ros.features.gpu.buffers import copy_async, message_bytes, PinnedBuffer
 from xfeat_ros.features.gpu.image_pool import ImagePool
 from xfeat_ros.features.image_codec import validate_layout
@@ -53,8 +54,13 @@ def stage(engine, msg, slot):
     Returns ``(model size, frame, copy, source)``: ``copy`` = (staging view,
     bytes), done by the caller (:class:`HostCopier`) before the upload is
     enqueued, or None when the bytes lie in a buffer of :meth:`image_buffer`
-    already; ``source`` = (host address, byte count) of the upload.
+    already; ``source`` = (host address, byte count) of the upload, or (device
+    address, byte count, copy kind) for pixels decoded on the device
+    (:class:`xfeat_ros.features.gpu.jpeg.DeviceImage`: the upload waits for
+    their decode on the engine's stream, no host copy).
     """
+    if getattr(msg, 'device_pixels', None) is not None:
+        return _stage_device(engine, msg, slot)
     data = message_bytes(msg.data)
     height, width, step = msg.height, msg.width, msg.step
     info = validate_layout(msg.encoding, height, width, step, data.size)
@@ -71,6 +77,26 @@ def stage(engine, msg, slot):
             return (mh, mw), frame, None, (data.ctypes.data, data.size)
         staging = slot.staging_for(data.size)
     return (mh, mw), frame, (staging.array[:data.size], data), (staging.ptr, data.size)
+
+
+def _stage_device(engine, msg, slot):
+    """Stage a :class:`~xfeat_ros.features.gpu.jpeg.DeviceImage` (see :func:`stage`)."""
+    height, width, step = msg.height, msg.width, msg.step
+    info = validate_layout(msg.encoding, height, width, step, msg.nbytes)
+    if msg.device != engine.gpu:
+        raise ImageLayoutError(f'image decoded on cuda:{msg.device}, the engine runs on '
+                               f'cuda:{engine.gpu}')
+    mh, mw = model_size(height, width)
+    if engine._waiting(slot):
+        engine.flush()
+    frame = (slot, int(height), int(width), info, int(step), False)
+    with engine.cupy.cuda.Device(engine.gpu), engine.stream:
+        engine._fit_slot(slot)
+        slot.pooled_offset = None
+        slot.upload_from(msg.device_pixels)  # kept until this upload has passed
+        engine.stream.wait_event(msg.ready)
+    kind = engine.cupy.cuda.runtime.memcpyDeviceToDevice
+    return (mh, mw), frame, None, (msg.device_pixels.data_ptr(), msg.nbytes, kind)
 
 
 def enqueue_upload(engine, size, frame, source, fetch=None):
@@ -93,8 +119,8 @@ def enqueue_upload(engine, size, frame, source, fetch=None):
         slot.marks = []
         engine._mark(slot.marks, 'start')
         if fetch is None:
-            copy_async(ws.raw_row(len(batch)), source[0], source[1],
-                       cupy.cuda.runtime.memcpyHostToDevice, engine.stream)
+            kind = source[2] if len(source) > 2 else cupy.cuda.runtime.memcpyHostToDevice
+            copy_async(ws.raw_row(len(batch)), source[0], source[1], kind, engine.stream)
         else:
             fetch(ws.raw_row(len(batch)), engine.stream)
         slot.uploaded.record(engine.stream)
