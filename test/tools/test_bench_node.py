@@ -102,6 +102,23 @@ def test_node_mode_end_to_end(shared_dir, tmp_path):
     assert png2.stat().st_size > 1000
 
 
+@pytest.mark.ros
+def test_node_mode_with_compressed_cameras(shared_dir, tmp_path):
+    """--encoding jpeg: the cameras send CompressedImage, the node subscribes them."""
+    out = tmp_path / 'node.json'
+    run_bench(['node', '--configs', '1x5', '--duration', '2', '--backend', 'onnxruntime',
+               '--resolution', '320x240', '--top-k', '256', '--num-images', '3',
+               '--encoding', 'jpeg', '--warmup-frames', '2', '--drain-idle', '8',
+               '--queue-size', '50', '--json', str(out)], 150)
+    data = json.loads(out.read_text())
+    assert data['settings']['encoding'] == 'jpeg'
+    (row,) = data['configs']
+    assert row['error'] is None and row['node_exit_code'] == 0
+    # only <camera>/image/compressed carries images: the node received them all from there
+    assert row['published'] == row['node_received'] == row['delivered'] == 10
+    assert row['dropped'] == 0
+
+
 class _Args:
     node_processes = 3
     node_wrapper = None

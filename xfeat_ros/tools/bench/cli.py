@@ -111,7 +111,9 @@ def build_parser():
     node.add_argument('--duration', type=float, default=10.0, help='seconds per configuration')
     node.add_argument('--resolution', default='640x480', help='camera images')
     node.add_argument('--encoding', default='rgb8', choices=ENCODINGS,
-                      help='camera image encoding (default %(default)s)')
+                      help='camera images: raw rgb8 or mono8, or rgb8 sent compressed as jpeg '
+                           '(quality 90) or png, the node then subscribing <camera>/image/'
+                           'compressed (default %(default)s)')
     node.add_argument('--backend', default='auto', choices=BACKENDS)
     node.add_argument('--max-frames-in-flight', type=int,
                       default=SchedulerConfig.max_frames_in_flight,

@@ -22,7 +22,8 @@ from xfeat_ros.ros import dds
 from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bench.collector import Collector
 from xfeat_ros.tools.bench.frames import default_weights
-from xfeat_ros.tools.bench.publisher import NODE_SETTLE_S, PublisherProcess, ros_environment
+from xfeat_ros.tools.bench.publisher import (COMPRESSED, NODE_SETTLE_S, PublisherProcess,
+                                            ros_environment)
 from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
 from xfeat_ros.tools.bench.stats import cpu_percent, latency_summary
 from xfeat_ros.tools.plumbing import (environment, parse_final_counts, parse_stage_medians,
@@ -63,6 +64,7 @@ def start_node(args, cameras, log, label='', name=None):
          'max_frames_in_flight': args.max_frames_in_flight, 'queue_size': args.queue_size,
          'descriptor_encoding': args.descriptor_encoding,
          'input_qos_reliability': 'reliable', 'output_qos_reliability': 'reliable',
+         'input_transport': 'compressed' if args.encoding in COMPRESSED else 'raw',
          **dict(args.node_param)}, log,
         extra_args=('-r', f'__node:={name}') if name else (),
         wrapper=node_wrapper(args.node_wrapper, label))

@@ -18,7 +18,8 @@ from xfeat_ros.ros import dds
 from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bench.frames import fit_resolution, load_images, parse_resolutions
 
-ENCODINGS = ('rgb8', 'mono8')  # camera images of the node mode
+ENCODINGS = ('rgb8', 'mono8', 'jpeg', 'png')  # camera images of the node mode
+COMPRESSED = ('jpeg', 'png')  # rgb8 frames sent as sensor_msgs/CompressedImage (q90, level 3)
 NODE_SETTLE_S = 0.5  # the collector's last look for straggling warm-up outputs
 RELIABLE_DEPTH = 10
 ACK_TIMEOUT_S = 5.0
@@ -98,7 +99,8 @@ def run_publisher(args):
     import rclpy
     from rclpy.duration import Duration
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import Image
+    from sensor_msgs.msg import CompressedImage, Image
+    from xfeat_ros.features.compressed import encode_compressed
     from xfeat_ros.features.image_codec import image_msg
     width, height = parse_resolutions(args.resolution)[0]
     images = [fit_resolution(img, width, height)
@@ -107,11 +109,18 @@ def run_publisher(args):
     rclpy.init()
     node = rclpy.create_node('xfeat_bench_camera')
     qos = QoSProfile(depth=args.depth, reliability=ReliabilityPolicy.RELIABLE)
-    pubs = [node.create_publisher(Image, f'{c}/image', qos) for c in cameras]
-    if args.encoding == 'mono8':
-        import cv2
-        images = [cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None] for img in images]
-    msgs = [[image_msg(img, args.encoding, None, '') for img in images] for _ in cameras]
+    if args.encoding in COMPRESSED:   # image_transport's compressed topic and format
+        pubs = [node.create_publisher(CompressedImage, f'{c}/image/compressed', qos)
+                for c in cameras]
+        payloads = [encode_compressed(img, 'rgb8', args.encoding) for img in images]
+        msgs = [[CompressedImage(format=fmt, data=data) for fmt, data in payloads]
+                for _ in cameras]
+    else:
+        pubs = [node.create_publisher(Image, f'{c}/image', qos) for c in cameras]
+        if args.encoding == 'mono8':
+            import cv2
+            images = [cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None] for img in images]
+        msgs = [[image_msg(img, args.encoding, None, '') for img in images] for _ in cameras]
     try:
         deadline = time.monotonic() + args.wait_subscribers
         while (any(p.get_subscription_count() == 0 for p in pubs)
