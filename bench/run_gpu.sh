@@ -17,7 +17,9 @@
 # 3. the carried cp312 ROS 2 wheels (.whl/) into the machine's Python and the
 #    message build (through bench/gpu_node_check.sh), then node mode at 1x30,
 #    4x60, 8x120 Hz and as fast as possible, one run per NODE_VARIANTS word
-#    (ENCODING:PROFILE, default rgb8:shipped) -> bench_node_<ENCODING>_<PROFILE>.json,
+#    (ENCODING:PROFILE[:NAME=VALUE], default rgb8:shipped; e.g. jpeg:shipped for compressed
+#    cameras, rgb8:shipped:min_distance=20 for a node parameter)
+#    -> bench_node_<ENCODING>_<PROFILE>[_<NAME><VALUE>].json,
 #    node_extra.tar.gz (latency histograms, node and publisher logs);
 # 4. run.log: everything printed.
 #
@@ -73,23 +75,28 @@ if [[ "${WHAT}" == all || "${WHAT}" == node ]]; then
   # shellcheck disable=SC1091
   source scripts/ros_env.sh
   export PYTHONPATH="${PWD}${PYTHONPATH:+:${PYTHONPATH}}"
-  # NODE_VARIANTS: ENCODING:PROFILE words (profile 'shipped' or 'default' = Fast
-  # DDS defaults), one node-mode run each -> bench_node_ENCODING_PROFILE.json;
+  # NODE_VARIANTS: ENCODING:PROFILE[:NAME=VALUE] words (profile 'shipped' or 'default' =
+  # Fast DDS defaults; encoding jpeg/png: compressed cameras; NAME=VALUE: a node parameter),
+  # one node-mode run each -> bench_node_ENCODING_PROFILE[_NAMEVALUE].json;
   # latency histograms and logs -> node_extra.tar.gz.
   mkdir -p /tmp/xfeat_bench_extra
   for variant in ${NODE_VARIANTS:-rgb8:shipped}; do
-    encoding="${variant%%:*}"
-    profile="${variant##*:}"
+    IFS=: read -r encoding profile param <<< "${variant}"
     [[ "${profile}" == default ]] && profile_arg='' || profile_arg="${profile}"
-    echo "== node mode ${encoding}, DDS profile ${profile} ($(date -u +%T))"
+    name="${encoding}_${profile}"
+    param_args=()
+    if [[ -n "${param}" ]]; then  # NAME=VALUE: one node parameter of this run
+      param_args=(--node-param "${param%%=*}:=${param#*=}")
+      name="${name}_${param%%=*}${param#*=}"
+    fi
+    echo "== node mode ${encoding}, DDS profile ${profile} ${param} ($(date -u +%T))"
     # shellcheck disable=SC2086
     timeout "${NODE_TIMEOUT:-300}" env -u FASTDDS_DEFAULT_PROFILES_FILE \
       python -m xfeat_ros.tools.bench node --backend "${BACKEND}" --images "${IMAGES}" \
       --weights "${WEIGHTS}" --encoding "${encoding}" --dds-profile "${profile_arg}" \
-      --log-dir "/tmp/xfeat_bench_logs/${encoding}_${profile}" \
-      --json "${OUT}/bench_node_${encoding}_${profile}.json" \
-      --png "/tmp/xfeat_bench_extra/bench_node_latency_${encoding}_${profile}.png" ${NODE_ARGS:-} \
-      || rc_node=$?
+      --log-dir "/tmp/xfeat_bench_logs/${name}" --json "${OUT}/bench_node_${name}.json" \
+      --png "/tmp/xfeat_bench_extra/bench_node_latency_${name}.png" "${param_args[@]}" \
+      ${NODE_ARGS:-} || rc_node=$?
   done
   tar czf "${OUT}/node_extra.tar.gz" -C /tmp xfeat_bench_logs xfeat_bench_extra
 fi
