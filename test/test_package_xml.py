@@ -34,8 +34,9 @@ WORKSPACE = {'xfeat_ros', 'xfeat_ros_msgs'}
 # Imported only where present, each with a message or a fallback (not declared).
 # pycolmap and evo: xfeat_map's 'map' extra (setup.py), with a one-line install hint.
 # importlinter: test_layers.py skips without it (no key in the index; make setup-test has it).
+# torchvision: the GPU engine's nvJPEG decoder (features/gpu/jpeg.py), with the GPU stack.
 OPTIONAL = {'torch', 'cupy', 'tensorrt', 'psutil', 'modules', 'tqdm', 'pycolmap', 'evo',
-            'importlinter'}
+            'importlinter', 'torchvision'}
 # The package and the tests' own helper modules (test/*.py import each other by name).
 OWN = {'xfeat_ros'} | {path.stem for path in (REPO / 'test').rglob('*.py')}
 

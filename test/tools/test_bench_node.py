@@ -130,6 +130,7 @@ class _Args:
     max_frames_in_flight = 8
     queue_size = 1
     descriptor_encoding = 'int8'
+    encoding = 'rgb8'
     node_param = [('arm_next_frame', False)]
 
 
@@ -146,6 +147,7 @@ def test_node_group_deals_cameras_and_names_nodes(tmp_path, monkeypatch):
     def fake_start(params, log, extra_args=(), wrapper=()):
         started.append((params['cameras'], tuple(extra_args)))
         assert params['descriptor_encoding'] == 'int8'  # --descriptor-encoding reaches each node
+        assert params['input_transport'] == 'raw'         # raw cameras (jpeg/png: compressed)
         assert params['arm_next_frame'] is False  # and so does every --node-param
         return Child(len(started))
     monkeypatch.setattr(node, 'start_node_process', fake_start)

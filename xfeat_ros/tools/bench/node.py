@@ -23,7 +23,7 @@ from xfeat_ros.runtime import heap
 from xfeat_ros.tools.bench.collector import Collector
 from xfeat_ros.tools.bench.frames import default_weights
 from xfeat_ros.tools.bench.publisher import (COMPRESSED, NODE_SETTLE_S, PublisherProcess,
-                                            ros_environment)
+                                             ros_environment)
 from xfeat_ros.tools.bench.report import node_table, plot_latencies, write_json
 from xfeat_ros.tools.bench.stats import cpu_percent, latency_summary
 from xfeat_ros.tools.plumbing import (environment, parse_final_counts, parse_stage_medians,
