@@ -18,6 +18,8 @@ torchvision is optional: without it (or without its nvJPEG) the engine offers
 no decoder and compressed images are decoded on the CPU, as without a GPU.
 """
 
+import numpy as np
+
 from xfeat_ros.errors import BackendError, CompressedImageError
 
 
@@ -84,7 +86,7 @@ class JpegDecoder:
         Raises :class:`CompressedImageError` where nvJPEG cannot decode them.
         """
         torch = self.torch
-        data = torch.from_numpy(payload)
+        data = torch.from_numpy(np.array(payload))  # writable: torch warns on read-only bytes
         with self.cupy.cuda.Device(self.gpu), torch.cuda.stream(self._torch_stream):
             try:
                 chw = self._decode(data, mode=self._mode, device=f'cuda:{self.gpu}')
