@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from test_gpu_armed import tum_messages
+from test_gpu_engine import single
 from xfeat_ros.errors import CompressedImageError
 from xfeat_ros.features.compressed import compressed_image, encode_compressed
 from xfeat_ros.features.image_codec import convert_pixels, decode_image_msg, ImageLayout
@@ -75,12 +76,7 @@ def test_device_pixels_equal_opencv_within_tolerance(decoder, shared_dir, encodi
 @pytest.mark.gpu
 def test_engine_takes_device_pixels_without_the_host(engine, decoder, shared_dir):
     device, host = jpeg_pair(tum_rgb(shared_dir), 'rgb8', decoder)
-    got = []
-    for msg in (device, host):
-        slot = engine.alloc_slot()
-        engine.submit(msg, slot)
-        engine.synchronize()
-        got.append(engine.features(slot))
+    got = [single(engine, msg) for msg in (device, host)]
     assert device._host is None  # the upload never read the pixels back
     a, b = (features.keypoints.astype(np.float64) for features in got)
     assert len(a) > 1000 and abs(len(a) - len(b)) <= 0.05 * len(b)

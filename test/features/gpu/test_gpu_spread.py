@@ -18,6 +18,7 @@ skipped, with the reason, where CuPy or a CUDA device is missing (run on the GPU
 import numpy as np
 import pytest
 from test_gpu_armed import tum_messages
+from test_gpu_engine import single
 from test_gpu_stamp_jump import PERIOD_NS, run_tracked, stamped
 from xfeat_ros.features.engine import CpuEngine
 from xfeat_ros.features.spread import CANDIDATE_FACTOR, Spread
@@ -97,13 +98,7 @@ def test_candidates_are_the_gpu_detection_of_more_keypoints(spread_engine, weigh
                                                             shared_dir, top_k):
     msg = tum_messages(shared_dir)[0]
     plain = gpu_engine(weights_npz, top_k * CANDIDATE_FACTOR)
-    got = []
-    for engine in (spread_engine, plain):
-        slot = engine.alloc_slot()
-        engine.submit(msg, slot)
-        engine.synchronize()
-        got.append(engine.features(slot))
-    candidates, more = got
+    candidates, more = (single(engine, msg) for engine in (spread_engine, plain))
     assert candidates.spread == Spread(MIN_DISTANCE, top_k=top_k) and more.spread is None
     assert top_k < len(candidates) <= top_k * CANDIDATE_FACTOR
     for name in ('keypoints', 'scores', 'descriptors'):
