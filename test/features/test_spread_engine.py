@@ -9,6 +9,7 @@ from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import pytest
+from xfeat_ros.defaults import MIN_COSSIM
 from xfeat_ros.errors import ParameterError
 from xfeat_ros.features import factory as factory_module
 from xfeat_ros.features.engine import EngineConfig
@@ -102,4 +103,48 @@ def test_candidates_are_the_plain_detection_of_more_keypoints(cpu_pipeline):
     assert len(candidates) == 100 * CANDIDATE_FACTOR
     for name in ('keypoints', 'scores', 'descriptors'):
         np.testing.assert_array_equal(getattr(candidates, name), getattr(more, name))
-    assert candidates.spread == Spread(12.0, top_k=100)
+    assert candidates.spread == Spread(12.0, top_k=100, min_cossim=MIN_COSSIM)
+
+
+@pytest.mark.parametrize('backend', ['pytorch', 'tensorrt', 'onnxruntime_cuda'])
+def test_carried_tracks_refuse_a_gpu_backend(backend, built, gpu_factory):
+    with pytest.raises(ParameterError, match='CPU engine'):
+        create_engine(EngineConfig(backend, carry_frames=3))
+    assert built == [] and gpu_factory == []
+
+
+def test_auto_takes_the_cpu_engine_for_carried_tracks(built, gpu_factory, caplog):
+    config = EngineConfig(carry_frames=3, min_distance=10.0)
+    with caplog.at_level(logging.WARNING, logger='xfeat_ros.features.engine'):
+        assert create_engine(config) == 'cpu engine'
+    assert built == [config] and gpu_factory == []
+    assert config.spread == Spread(10.0, carry_frames=3) and config.spread.active
+    assert 'carry_frames 3 needs the CPU engine' in caplog.text
+
+
+def test_carry_settings_from_the_command_line_and_the_node():
+    parser = argparse.ArgumentParser()
+    add_engine_args(parser)
+    assert engine_config(parser.parse_args(['--carry-frames', '4'])).spread == \
+        Spread(carry_frames=4)
+    with pytest.raises(ParameterError, match='must be >= 0'):
+        engine_config(parser.parse_args(['--carry-frames', '-1']))
+    params = {name: default for name, (default, _) in PARAMETERS.items()}
+    params.update(carry_frames=5)
+    assert node_engine_config(params).spread == Spread(carry_frames=5)
+    assert PARAMETERS['carry_frames'][1].read_only and PARAMETERS['carry_frames'][0] == 0
+
+
+def test_carry_alone_detects_top_k_and_hands_out_the_dense_map(cpu_pipeline):
+    grey = textured_image(1)
+    backbone = cpu_pipeline.backbone
+    plain = CpuPipeline(backbone, top_k=100).extract(grey)
+    carry = CpuPipeline(backbone, top_k=100, spread=Spread(carry_frames=2)).extract(grey)
+    for name in ('keypoints', 'scores', 'descriptors'):
+        np.testing.assert_array_equal(getattr(carry, name), getattr(plain, name))
+    assert plain.dense is None and carry.spread == Spread(carry_frames=2, top_k=100,
+                                                          min_cossim=MIN_COSSIM)
+    assert carry.dense.feats.shape == (64, 28, 40) and carry.dense.model_hw == (224, 320)
+    np.testing.assert_allclose(np.linalg.norm(carry.dense.feats, axis=0), 1.0, atol=1e-5)
+    spread = CpuPipeline(backbone, top_k=100, spread=Spread(12.0)).extract(grey)
+    assert spread.dense is None

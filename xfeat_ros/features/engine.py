@@ -185,9 +185,13 @@ class CpuEngine:
         An active ``spread`` (:class:`xfeat_ros.features.spread.Spread`) makes
         each frame's features the candidates of the spread selection.
         """
-        self.pipeline = CpuPipeline(backbone, top_k, threshold, spread)
-        self.min_cossim = float(min_cossim)
+        self.pipeline = CpuPipeline(backbone, top_k, threshold, spread, min_cossim)
         self.name = backbone.name
+
+    @property
+    def min_cossim(self):
+        """Return the matching threshold (the pipeline tells it to a frame's selection)."""
+        return self.pipeline.min_cossim
 
     def configure(self, top_k=None, threshold=None, min_cossim=None):
         """Change detection or matching settings; takes effect on the next submit."""
@@ -196,7 +200,7 @@ class CpuEngine:
         if threshold is not None:
             self.pipeline.threshold = float(threshold)
         if min_cossim is not None:
-            self.min_cossim = float(min_cossim)
+            self.pipeline.min_cossim = float(min_cossim)
 
     def alloc_slot(self):
         """Return a new slot."""
@@ -248,8 +252,9 @@ class EngineConfig:
     of :func:`xfeat_ros.features.weights.resolve_weights`) or a loaded weights dict;
     ``gpu`` the CUDA device index; ``num_threads`` ONNX Runtime's CPU threads
     (0: its default); ``min_distance``, ``grid_cell_px``, ``max_per_cell`` the
-    keypoints' spread (:class:`xfeat_ros.features.spread.Spread`; all 0: off,
-    upstream's keypoints).
+    keypoints' spread and ``carry_frames`` the tracks carried through the
+    dense descriptor map (:class:`xfeat_ros.features.spread.Spread`; all 0:
+    off, upstream's keypoints).
     """
 
     backend: str = 'auto'
@@ -262,6 +267,7 @@ class EngineConfig:
     min_distance: float = 0.0
     grid_cell_px: int = 0
     max_per_cell: int = 0
+    carry_frames: int = 0
 
     def __post_init__(self):
         """Check the spread settings (:class:`xfeat_ros.errors.ParameterError`)."""
@@ -270,4 +276,5 @@ class EngineConfig:
     @property
     def spread(self):
         """Return the :class:`xfeat_ros.features.spread.Spread` of these settings."""
-        return Spread(float(self.min_distance), int(self.grid_cell_px), int(self.max_per_cell))
+        return Spread(float(self.min_distance), int(self.grid_cell_px), int(self.max_per_cell),
+                      int(self.carry_frames))

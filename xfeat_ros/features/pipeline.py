@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
+from xfeat_ros.features.carry import DenseMap
 from xfeat_ros.features.image_codec import decode_image_msg
 from xfeat_ros.features.match import mutual_nn_match
-from xfeat_ros.features.postprocess import detect
+from xfeat_ros.features.postprocess import detect, l2_normalize
 from xfeat_ros.features.preprocess import to_model_space
-from xfeat_ros.features.spread import CANDIDATE_FACTOR, NO_SPREAD
+from xfeat_ros.features.spread import NO_SPREAD
 
 DESCRIPTOR_SIZE = 64
 
@@ -30,6 +31,8 @@ class Features:
     :class:`xfeat_ros.features.spread.Spread` (its ``top_k`` the cap) where
     these are the candidates of a spread selection, made once the frame's
     tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
+    ``dense``: the frame's :class:`xfeat_ros.features.carry.DenseMap` where
+    the selection carries lost tracks (``spread.carry_frames`` > 0), else None.
     """
 
     keypoints: np.ndarray
@@ -38,6 +41,7 @@ class Features:
     image_hw: tuple
     wire: object = None
     spread: object = None
+    dense: object = None
 
     def __len__(self):
         """Return the number of keypoints."""
@@ -88,29 +92,37 @@ class MatchResult:
 class CpuPipeline:
     """Detect, describe and match on the CPU with a host backbone."""
 
-    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD, spread=NO_SPREAD):
+    def __init__(self, backbone, top_k=TOP_K, threshold=THRESHOLD, spread=NO_SPREAD,
+                 min_cossim=MIN_COSSIM):
         """
         Wrap a backbone with ``run(image [mh, mw]) -> (feats, logits, reliability)``.
 
         ``spread`` (:class:`xfeat_ros.features.spread.Spread`): when active,
-        :data:`~xfeat_ros.features.spread.CANDIDATE_FACTOR` x ``top_k``
-        candidates are detected and marked for the spread selection.
+        the frame's features are candidates of the selection
+        (:meth:`~xfeat_ros.features.spread.Spread.candidates` of ``top_k``
+        detected), with the dense descriptor map where it carries tracks;
+        ``min_cossim`` the matching threshold it is told.
         """
         self.backbone = backbone
         self.top_k = int(top_k)
         self.threshold = float(threshold)
         self.spread = spread
+        self.min_cossim = float(min_cossim)
 
     def extract(self, grey):
         """Features of a grey float32 [H, W] image in [0, 1]."""
         model_image, (rh, rw) = to_model_space(grey)
         feats, logits, reliability = self.backbone.run(model_image)
-        spread = self.spread.with_top_k(self.top_k) if self.spread.active else None
-        count = self.top_k if spread is None else self.top_k * CANDIDATE_FACTOR
+        spread, dense = None, None
+        if self.spread.active:
+            spread = self.spread.for_frame(self.top_k, self.min_cossim)
+        count = self.top_k if spread is None else spread.candidates(self.top_k)
         keypoints, scores, descriptors = detect(feats, logits, reliability, count,
                                                 self.threshold)
+        if spread is not None and spread.carry_frames > 0:
+            dense = DenseMap(l2_normalize(feats, axis=0), model_image.shape, (rw, rh))
         keypoints = keypoints * np.array([rw, rh], dtype=np.float32)
-        return Features(keypoints, scores, descriptors, grey.shape, spread=spread)
+        return Features(keypoints, scores, descriptors, grey.shape, spread=spread, dense=dense)
 
     def extract_msg(self, msg):
         """Features of a ``sensor_msgs/Image`` (raises the typed decode errors)."""

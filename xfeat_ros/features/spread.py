@@ -13,6 +13,9 @@ if no kept keypoint lies closer than ``min_distance`` pixels (and, in grid
 mode, its cell of ``grid_cell_px`` pixels holds fewer than ``max_per_cell``
 kept ones), up to ``top_k``. :func:`published_index` and :func:`remap_matches`
 carry a frame's matches from candidate indices to published ones.
+``carry_frames`` > 0 adds the keypoints of lost tracks found again in the
+frame's dense descriptor map (:mod:`xfeat_ros.features.carry`) to the
+candidates, as tracked ones, before the selection.
 An inactive :class:`Spread` (the default) changes nothing.
 """
 
@@ -23,6 +26,8 @@ import numpy as np
 from xfeat_ros.errors import ParameterError
 
 CANDIDATE_FACTOR = 2  # candidates detected per kept keypoint while the spread is active
+CARRY_CPU_ONLY = ('carrying tracks through the dense descriptor map runs on the CPU engine '
+                  '(backend onnxruntime, or auto); the GPU engine keeps that map on the device')
 
 
 @dataclass(frozen=True)
@@ -32,19 +37,23 @@ class Spread:
 
     ``min_distance`` pixels between any two kept keypoints (0: no radius);
     ``grid_cell_px`` / ``max_per_cell``: at most that many kept keypoints per
-    square cell of that size (0: no grid; both or neither); ``top_k`` the cap
-    of kept keypoints (0: none), the engine's ``top_k`` of the frame.
+    square cell of that size (0: no grid; both or neither); ``carry_frames``:
+    how many frames in a row a lost track may be carried through the dense
+    descriptor map (0: never); ``top_k`` the cap of kept keypoints (0: none)
+    and ``min_cossim`` the matching threshold, the engine's of the frame.
     """
 
     min_distance: float = 0.0
     grid_cell_px: int = 0
     max_per_cell: int = 0
+    carry_frames: int = 0
     top_k: int = 0
+    min_cossim: float = 0.0
 
     def __post_init__(self):
         """Refuse negative values and a grid with only one of its two settings."""
         if not self.min_distance >= 0 or self.grid_cell_px < 0 or self.max_per_cell < 0 \
-                or self.top_k < 0:
+                or self.carry_frames < 0 or self.top_k < 0:
             raise ParameterError(f'spread settings must be >= 0, got {self}')
         if (self.grid_cell_px > 0) != (self.max_per_cell > 0):
             raise ParameterError('grid_cell_px and max_per_cell go together: set both > 0 for '
@@ -52,13 +61,22 @@ class Spread:
                                  f'{self.max_per_cell})')
 
     @property
-    def active(self):
-        """Tell whether the spread changes anything (a radius or a grid)."""
+    def spreads(self):
+        """Tell whether kept keypoints are spread out (a radius or a grid)."""
         return self.min_distance > 0 or self.grid_cell_px > 0
 
-    def with_top_k(self, top_k):
-        """Return this spread with the cap ``top_k``."""
-        return replace(self, top_k=int(top_k))
+    @property
+    def active(self):
+        """Tell whether the selection changes anything (a radius, a grid or carried tracks)."""
+        return self.spreads or self.carry_frames > 0
+
+    def candidates(self, top_k):
+        """Keypoints to detect for a cap of ``top_k``: more than it only when spreading."""
+        return top_k * CANDIDATE_FACTOR if self.spreads else top_k
+
+    def for_frame(self, top_k, min_cossim):
+        """Return this selection with the engine's ``top_k`` and ``min_cossim`` of a frame."""
+        return replace(self, top_k=int(top_k), min_cossim=float(min_cossim))
 
 
 NO_SPREAD = Spread()
@@ -93,7 +111,7 @@ def select_spread(keypoints, scores, ages, tracked, spread):
     keypoints = np.asarray(keypoints, dtype=np.float64).reshape(-1, 2)
     order = selection_order(scores, ages, tracked)
     cap = spread.top_k if spread.top_k > 0 else len(order)
-    if not spread.active:
+    if not spread.spreads:
         return order[:cap]
     radius = float(spread.min_distance)
     grid, per_cell = spread.grid_cell_px, spread.max_per_cell

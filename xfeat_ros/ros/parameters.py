@@ -87,6 +87,11 @@ PARAMETERS = {
                          _ENGINE.grid_cell_px, 0, 100000),
     'max_per_cell': _int('spread grid: most published keypoints per cell of grid_cell_px '
                          '(0: no grid; set both)', _ENGINE.max_per_cell, 0, 65536),
+    'carry_frames': _int('longer tracks: a keypoint whose track the matches lose is looked for '
+                         "in the next image's dense descriptor map near its predicted place, "
+                         'up to this many frames in a row; carried keypoints are published as '
+                         'tracked ones, top_k the cap (0: off; CPU engine only)',
+                         _ENGINE.carry_frames, 0, 10000),
     'max_frames_in_flight': _int('most frames (across cameras) submitted to the engine as one '
                                  'group; frames that arrive while a group runs form the next',
                                  _SCHEDULER.max_frames_in_flight, 1, 64),
@@ -251,7 +256,7 @@ def engine_config(params):
     return EngineConfig(params['backend'], params['weights'], params['gpu'],
                         params['num_threads'], params['top_k'], params['threshold'],
                         params['min_cossim'], params['min_distance'], params['grid_cell_px'],
-                        params['max_per_cell'])
+                        params['max_per_cell'], params['carry_frames'])
 
 
 def scheduler_config(params):

@@ -28,7 +28,10 @@ import time
 import numpy as np
 
 from xfeat_ros.errors import ImageError, StampOrderError
+from xfeat_ros.features.carry import (carry_tracks, lost_tracks, with_carried,
+                                      with_continuations)
 from xfeat_ros.features.image_codec import validate_layout
+from xfeat_ros.features.match import mutual_nn_match
 from xfeat_ros.features.preprocess import model_size
 from xfeat_ros.features.spread import (published_index, remap_matches, select_spread,
                                        take_features)
@@ -152,6 +155,9 @@ class Frame:
     (:mod:`xfeat_ros.features.spread`), int64 [candidates] with each one's
     index in ``features`` (-1: dropped), which carries the engine's matches
     of this frame (next frame, stereo) to the published keypoints; else None.
+    ``track_carried``: uint32 [N], frames in a row each keypoint's track was
+    carried through the dense map (:mod:`xfeat_ros.features.carry`; 0: detected),
+    where the selection carries tracks; else None.
     """
 
     header: object             # the image's std_msgs/Header
@@ -162,6 +168,7 @@ class Frame:
     vins: object = None        # its VinsPart (VINS features on), or None
     timeline: int = 0          # its Pending's timeline
     candidate_index: object = None
+    track_carried: object = None
 
     @property
     def stamp(self):
@@ -365,9 +372,10 @@ class CameraStream:
         features, candidate_index = done.features, None
         if matches is not None and base is not None and base.candidate_index is not None:
             matches = remap_matches(matches, index0=base.candidate_index)  # to its published
+        carried = None
         if getattr(features, 'spread', None) is not None:  # spread candidates: keep some
-            features, ids, ages, origin, candidate_index, matches = self._spread(done, base,
-                                                                                 matches)
+            features, ids, ages, origin, candidate_index, matches, carried = self._spread(
+                done, base, matches)
         else:
             continued = continued_tracks(matches, base, self.next_track_id)
             if continued is not None:   # the engine's (an armed GPU frame), origin when asked
@@ -379,7 +387,8 @@ class CameraStream:
                     features, self.next_track_id, base, matches,
                     verified=None if matches is None else matches.verified)
         frame = Frame(item.msg.header, features, item.shape, ids, ages,
-                      timeline=item.timeline, candidate_index=candidate_index)
+                      timeline=item.timeline, candidate_index=candidate_index,
+                      track_carried=carried)
         item.frame = frame
         self.previous = frame
         return FrameOutput(self.name, frame, previous, matches, origin, item.msg, item.received,
@@ -390,19 +399,32 @@ class CameraStream:
         Keep a frame's spread candidates, tracked ones first (:mod:`xfeat_ros.features.spread`).
 
         ``matches`` run from ``base``'s published keypoints to the candidates.
-        The tracks are continued on the candidates, the kept ones selected,
-        then the new tracks among them numbered. Returns ``(features, ids,
-        ages, origin, candidate_index, matches)`` of the kept keypoints.
+        The tracks are continued on the candidates (and, with carried tracks,
+        the lost ones looked for in the frame's dense map and added), the kept
+        ones selected, then the new tracks among them numbered. Returns
+        ``(features, ids, ages, origin, candidate_index, matches, carried)``
+        of the kept keypoints (``carried`` None without carried tracks).
         """
         candidates = done.features
+        spread = candidates.spread
+        carry = (spread.carry_frames > 0 and candidates.dense is not None and base is not None
+                 and matches is not None)
+        if carry:  # against every published keypoint of base, carried ones included
+            matches = type(matches)(*mutual_nn_match(base.features.descriptors,
+                                                     candidates.descriptors, spread.min_cossim))
         count = len(candidates)
         _, ages, _, origin = next_tracks(
             candidates, self.next_track_id, base, matches,
-            verified=None if matches is None else matches.verified)
+            verified=None if matches is None or carry else matches.verified)
+        streak = None
+        if spread.carry_frames > 0:
+            streak = np.zeros(count, dtype=np.uint32)
+        if carry:
+            candidates, ages, origin, streak = self._carry(base, candidates, ages, origin,
+                                                           streak, spread.carry_frames)
         tracked = origin >= 0
-        kept = select_spread(candidates.keypoints, candidates.scores, ages, tracked,
-                             candidates.spread)
-        candidate_index = published_index(count, kept)
+        kept = select_spread(candidates.keypoints, candidates.scores, ages, tracked, spread)
+        index = published_index(len(candidates), kept)
         origin, ages = origin[kept], ages[kept]
         ids = np.zeros(len(kept), dtype=np.uint64)
         continues = origin >= 0
@@ -412,7 +434,41 @@ class CameraStream:
         ids[fresh] = np.arange(self.next_track_id, self.next_track_id + len(fresh),
                                dtype=np.uint64)
         self.next_track_id += len(fresh)
-        self.count('spread_dropped', count - len(kept))
+        self.count('spread_dropped', len(candidates) - len(kept))
+        published = take_features(candidates, kept)
         if matches is not None:
-            matches = remap_matches(matches, index1=candidate_index)
-        return (take_features(candidates, kept), ids, ages, origin, candidate_index, matches)
+            matches = remap_matches(matches, index1=index)
+            if carry:
+                matches = with_continuations(matches, origin, base.features.descriptors,
+                                             published.descriptors)
+        return (published, ids, ages, origin, index[:count], matches,
+                None if streak is None else streak[kept])
+
+    def _carry(self, base, candidates, ages, origin, streak, carry_frames):
+        """
+        Look for ``base``'s lost tracks in the candidates' dense map.
+
+        See :mod:`xfeat_ros.features.carry`.
+
+        Returns the candidates with the carried keypoints appended, and their
+        ``ages``, ``origin`` and ``streak`` (frames in a row carried); a track
+        found on a detection continues there.
+        """
+        tracked = np.nonzero(origin >= 0)[0]
+        previous = base.features
+        lost = lost_tracks(len(previous), origin, base.track_carried, carry_frames)
+        carried = carry_tracks(previous.keypoints, previous.descriptors, lost,
+                               previous.keypoints[origin[tracked]],
+                               candidates.keypoints[tracked], candidates.dense,
+                               candidates.image_hw[:2], candidates.keypoints, origin >= 0)
+        snapped_source, snapped_target = carried.snapped_source, carried.snapped_target
+        origin[snapped_target] = snapped_source
+        ages[snapped_target] = base.track_ages[snapped_source] + 1
+        self.count('tracks_carried', len(carried))
+        self.count('tracks_found_on_detection', len(snapped_source))
+        previous_streak = (np.zeros(len(previous), np.uint32) if base.track_carried is None
+                           else base.track_carried)
+        return (with_carried(candidates, carried, previous.scores),
+                np.concatenate([ages, base.track_ages[carried.source] + 1]).astype(np.uint32),
+                np.concatenate([origin, carried.source]).astype(np.int64),
+                np.concatenate([streak, previous_streak[carried.source] + 1]).astype(np.uint32))

@@ -99,7 +99,8 @@ def test_candidates_are_the_gpu_detection_of_more_keypoints(spread_engine, weigh
     msg = tum_messages(shared_dir)[0]
     plain = gpu_engine(weights_npz, top_k * CANDIDATE_FACTOR)
     candidates, more = (single(engine, msg) for engine in (spread_engine, plain))
-    assert candidates.spread == Spread(MIN_DISTANCE, top_k=top_k) and more.spread is None
+    assert candidates.spread == Spread(MIN_DISTANCE, top_k=top_k, min_cossim=MIN_COSSIM)
+    assert more.spread is None
     assert top_k < len(candidates) <= top_k * CANDIDATE_FACTOR
     for name in ('keypoints', 'scores', 'descriptors'):
         np.testing.assert_array_equal(getattr(candidates, name), getattr(more, name))

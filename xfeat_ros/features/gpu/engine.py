@@ -59,7 +59,7 @@ from xfeat_ros.features.gpu.buffers import (batch_capacity, copy_async, cupy_mod
                                             Workspace)
 from xfeat_ros.features.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.features.pipeline import DESCRIPTOR_SIZE
-from xfeat_ros.features.spread import CANDIDATE_FACTOR, NO_SPREAD
+from xfeat_ros.features.spread import CARRY_CPU_ONLY, NO_SPREAD
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger(__name__)
@@ -97,10 +97,14 @@ class GpuEngine:
         consumers that verify matches themselves (the attribute may change
         between submissions). An active ``spread``
         (:class:`xfeat_ros.features.spread.Spread`) makes each frame's features
-        :data:`~xfeat_ros.features.spread.CANDIDATE_FACTOR` x ``top_k`` spread
+        :meth:`~xfeat_ros.features.spread.Spread.candidates` of ``top_k`` spread
         candidates, as the CPU engine's: the runtime keeps the published ones once
         the frame's tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
+        Carried tracks (``spread.carry_frames``) need the dense descriptor map on
+        the host, which this engine does not hand out: :class:`BackendError`.
         """
+        if spread.carry_frames > 0:
+            raise BackendError(f'carry_frames {spread.carry_frames}: {CARRY_CPU_ONLY}')
         cupy = cupy_module()
         self.cupy = cupy
         self.gpu = int(gpu)
@@ -176,11 +180,11 @@ class GpuEngine:
     @property
     def detect_k(self):
         """Keypoints detected per frame: ``top_k``, or the spread's candidates."""
-        return self.top_k * CANDIDATE_FACTOR if self.spread.active else self.top_k
+        return self.spread.candidates(self.top_k)
 
     def frame_spread(self):
         """Return the Spread a frame's features are candidates of (cap ``top_k``), or None."""
-        return self.spread.with_top_k(self.top_k) if self.spread.active else None
+        return self.spread.for_frame(self.top_k, self.min_cossim) if self.spread.active else None
 
     def alloc_slot(self):
         """Return a new slot with device buffers of capacity :attr:`detect_k`."""

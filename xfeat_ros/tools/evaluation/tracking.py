@@ -12,8 +12,9 @@ frame by frame through
   the :class:`~xfeat_ros.runtime.scheduler.Scheduler` (features, matches to
   the previous frame) and :class:`~xfeat_ros.runtime.frontend.FrontEnd`
   (epipolar-verified matches continue the tracks,
-  :mod:`xfeat_ros.features.tracks`), one frame a group; once per ``--top-k``
-  and ``--min-distance``;
+  :mod:`xfeat_ros.features.tracks`), one frame a group; once per ``--top-k``,
+  ``--min-distance`` and ``--carry-frames`` (lost tracks carried through the
+  dense descriptor map, :mod:`xfeat_ros.features.carry`);
 * a KLT tracker with VINS-Fusion's settings
   (:mod:`xfeat_ros.tools.evaluation.klt`) on the same frames (``--no-klt``
   leaves it out);
@@ -152,21 +153,25 @@ class RecordingSink:
 
 
 def engine_config(weights, top_k, min_distance, threshold=THRESHOLD, min_cossim=MIN_COSSIM,
-                  threads=0):
+                  threads=0, carry_frames=0):
     """
     Return the CPU :class:`~xfeat_ros.features.engine.EngineConfig` of one XFeat run.
 
-    ``min_distance`` goes to the config's field of that name; a build whose
-    EngineConfig has none supports 0 only (:class:`ParameterError` otherwise).
+    ``min_distance`` and ``carry_frames`` go to the config's fields of those
+    names; a build whose EngineConfig lacks one supports 0 only for it
+    (:class:`ParameterError` otherwise), so older builds can be measured too.
     """
     from xfeat_ros.features.engine import CPU_BACKEND, EngineConfig
     settings = {'backend': CPU_BACKEND, 'weights': weights, 'num_threads': threads,
                 'top_k': top_k, 'threshold': threshold, 'min_cossim': min_cossim}
-    if 'min_distance' in {f.name for f in fields(EngineConfig)}:
-        settings['min_distance'] = float(min_distance)
-    elif min_distance:
-        raise ParameterError(f'--min-distance {min_distance}: this build of xfeat_ros has no '
-                             'min_distance setting (only 0)')
+    known = {f.name for f in fields(EngineConfig)}
+    for name, value, flag in (('min_distance', float(min_distance), '--min-distance'),
+                              ('carry_frames', int(carry_frames), '--carry-frames')):
+        if name in known:
+            settings[name] = value
+        elif value:
+            raise ParameterError(f'{flag} {value}: this build of xfeat_ros has no {name} '
+                                 'setting (only 0)')
     return EngineConfig(**settings)
 
 
@@ -242,11 +247,16 @@ def markdown_table(runs):
              'closest pair px | 1st pct nearest px | track length median | p90 | '
              'median age | frame-0 alive at end | ms/frame |',
              '|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+    with_carry = any(run.get('carry_frames') for run in runs)
+    if with_carry:
+        lines = [lines[0].replace('| min_distance |', '| min_distance | carry_frames |'),
+                 lines[1] + '---|']
     for run in runs:
         s = run['summary']
         lines.append(
             f"| {run['sequence']} ({s['frames']} frames) | {run['front_end']} | "
             f"{run.get('top_k', '-')} | {run.get('min_distance', '-')} | "
+            + (f"{run.get('carry_frames', '-')} | " if with_carry else '') +
             f"{_cell(s['keypoints_median'], 0)} | {_cell(s['grid_coverage_median'], 2)} | "
             f"{_cell(s['min_distance_px'])} | {_cell(s['p1_distance_px_median'])} | "
             f"{_cell(s['track_length_median'], 0)} | {_cell(s['track_length_p90'], 0)} | "
@@ -265,6 +275,9 @@ def build_parser():
     parser.add_argument('--top-k', type=int, nargs='+', default=[150, 300])
     parser.add_argument('--min-distance', type=float, nargs='+', default=[0.0],
                         help='XFeat min_distance values (px; 0: off)')
+    parser.add_argument('--carry-frames', type=int, nargs='+', default=[0],
+                        help='XFeat carry_frames values (lost tracks looked for in the dense '
+                             'descriptor map, up to this many frames in a row; 0: off)')
     parser.add_argument('--threshold', type=float, default=THRESHOLD)
     parser.add_argument('--min-cossim', type=float, default=MIN_COSSIM)
     parser.add_argument('--weights', default='', help='weights .pt/.npz (default: lookup)')
@@ -289,6 +302,8 @@ def check_args(args):
         raise ParameterError(f'--top-k must be positive, got {args.top_k}')
     if any(not d >= 0 for d in args.min_distance):
         raise ParameterError(f'--min-distance must be >= 0, got {args.min_distance}')
+    if any(c < 0 for c in args.carry_frames):
+        raise ParameterError(f'--carry-frames must be >= 0, got {args.carry_frames}')
     if min(args.grid) < 1:
         raise ParameterError(f'--grid needs at least one cell each way, got {args.grid}')
     if args.no_klt and args.no_xfeat:
@@ -311,7 +326,8 @@ def run(args, command=PROG):
         weights = load_weights(weights_path)
         for top_k in args.top_k:  # every setting checked before the first long run
             for distance in args.min_distance:
-                engine_config(weights, top_k, distance)
+                for carry in args.carry_frames:
+                    engine_config(weights, top_k, distance, carry_frames=carry)
     results = {'command': command, 'date': time.strftime('%Y-%m-%d %H:%M:%S %z'),
                'machine': {'platform': platform.platform(), 'processor': platform.processor(),
                            'cores': os.cpu_count(), 'load_average': list(os.getloadavg())},
@@ -324,16 +340,18 @@ def run(args, command=PROG):
         name = folder.name if folder.name not in ('rgb', 'cam0') else folder.parent.name
         LOG.info('%s: %d frames', name, len(frames))
         if not args.no_xfeat:
-            for top_k in args.top_k:
-                for distance in args.min_distance:
-                    config = engine_config(weights, top_k, distance, args.threshold,
-                                           args.min_cossim, args.threads)
-                    records, ids = run_xfeat(frames, config, grid)
-                    results['runs'].append({
-                        'sequence': name, 'path': str(folder), 'front_end': 'xfeat cpu',
-                        'top_k': top_k, 'min_distance': distance,
-                        'summary': summarize(records, ids), 'per_frame': records})
-                    LOG.info('%s xfeat top_k %d min_distance %g done', name, top_k, distance)
+            for top_k, distance, carry in ((k, d, c) for k in args.top_k
+                                           for d in args.min_distance
+                                           for c in args.carry_frames):
+                config = engine_config(weights, top_k, distance, args.threshold,
+                                       args.min_cossim, args.threads, carry)
+                records, ids = run_xfeat(frames, config, grid)
+                results['runs'].append({
+                    'sequence': name, 'path': str(folder), 'front_end': 'xfeat cpu',
+                    'top_k': top_k, 'min_distance': distance, 'carry_frames': carry,
+                    'summary': summarize(records, ids), 'per_frame': records})
+                LOG.info('%s xfeat top_k %d min_distance %g carry_frames %d done', name,
+                         top_k, distance, carry)
         if not args.no_klt:
             try:
                 camera = (CameraModel.from_yaml(args.camera) if args.camera
