@@ -128,3 +128,12 @@ def cp():
 def stream(cp):
     """Return a fresh blocking CUDA stream, ordered after set-up work on the default one."""
     return cp.cuda.Stream(non_blocking=False)
+
+
+@pytest.fixture
+def ros_parameters():
+    """Return the node's parameter module; skip where ROS messages are not installed (GPU box)."""
+    pytest.importorskip('rcl_interfaces', reason='the ROS 2 wheels are not installed here '
+                                                 '(the node parameter table needs them)')
+    from xfeat_ros.ros import parameters
+    return parameters

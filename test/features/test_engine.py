@@ -14,22 +14,21 @@ from xfeat_ros.features import factory as factory_module
 from xfeat_ros.features.engine import (BACKENDS, CpuEngine, device_errors, EngineConfig,
                                        group_submit)
 from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
-from xfeat_ros.ros.parameters import (engine_config as node_engine_config, output_config,
-                                      PARAMETERS, scheduler_config)
 from xfeat_ros.runtime.frontend import OutputConfig
 from xfeat_ros.runtime.scheduler import SchedulerConfig
 
 
-def test_one_default_configuration():
+def test_one_default_configuration(ros_parameters):
     config = EngineConfig()
     assert (config.top_k, config.threshold, config.min_cossim) == \
         (defaults.TOP_K, defaults.THRESHOLD, defaults.MIN_COSSIM) == (4096, 0.05, 0.82)
-    params = {name: default for name, (default, _) in PARAMETERS.items()}
+    params = {name: default for name, (default, _) in ros_parameters.PARAMETERS.items()}
     params['stereo_pairs'] = []
-    assert node_engine_config(params) == config
-    assert scheduler_config(params) == SchedulerConfig()
-    assert output_config(params) == OutputConfig()
-    assert PARAMETERS['backend'][1].additional_constraints == 'one of: ' + ', '.join(BACKENDS)
+    assert ros_parameters.engine_config(params) == config
+    assert ros_parameters.scheduler_config(params) == SchedulerConfig()
+    assert ros_parameters.output_config(params) == OutputConfig()
+    backend = ros_parameters.PARAMETERS['backend'][1]
+    assert backend.additional_constraints == 'one of: ' + ', '.join(BACKENDS)
 
 
 def test_command_line_options_make_the_config():

@@ -16,7 +16,6 @@ from xfeat_ros.features.engine import EngineConfig
 from xfeat_ros.features.factory import add_engine_args, create_engine, engine_config
 from xfeat_ros.features.pipeline import CpuPipeline
 from xfeat_ros.features.spread import CANDIDATE_FACTOR, Spread
-from xfeat_ros.ros.parameters import engine_config as node_engine_config, PARAMETERS
 
 
 @pytest.fixture
@@ -67,7 +66,7 @@ def test_auto_without_a_gpu_takes_the_cpu_engine_with_the_spread(built, monkeypa
     assert 'no GPU engine' in caplog.text
 
 
-def test_command_line_and_node_parameters_make_the_spread():
+def test_command_line_and_node_parameters_make_the_spread(ros_parameters):
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
     assert engine_config(parser.parse_args([])).spread == Spread()
@@ -76,12 +75,12 @@ def test_command_line_and_node_parameters_make_the_spread():
     assert engine_config(args).spread == Spread(15.0, 40, 3)
     with pytest.raises(ParameterError, match='grid_cell_px and max_per_cell go together'):
         engine_config(parser.parse_args(['--grid-cell-px', '40']))
-    params = {name: default for name, (default, _) in PARAMETERS.items()}
-    assert node_engine_config(params).spread == Spread()
+    params = {name: default for name, (default, _) in ros_parameters.PARAMETERS.items()}
+    assert ros_parameters.engine_config(params).spread == Spread()
     params.update(min_distance=20.0, grid_cell_px=0, max_per_cell=0)
-    assert node_engine_config(params).spread == Spread(20.0)
+    assert ros_parameters.engine_config(params).spread == Spread(20.0)
     for name in ('min_distance', 'grid_cell_px', 'max_per_cell'):
-        assert PARAMETERS[name][1].read_only
+        assert ros_parameters.PARAMETERS[name][1].read_only
 
 
 def textured_image(seed=0, shape=(240, 320)):
@@ -122,17 +121,17 @@ def test_auto_takes_the_cpu_engine_for_carried_tracks(built, gpu_factory, caplog
     assert 'carry_frames 3 needs the CPU engine' in caplog.text
 
 
-def test_carry_settings_from_the_command_line_and_the_node():
+def test_carry_settings_from_the_command_line_and_the_node(ros_parameters):
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
     assert engine_config(parser.parse_args(['--carry-frames', '4'])).spread == \
         Spread(carry_frames=4)
     with pytest.raises(ParameterError, match='must be >= 0'):
         engine_config(parser.parse_args(['--carry-frames', '-1']))
-    params = {name: default for name, (default, _) in PARAMETERS.items()}
+    params = {name: default for name, (default, _) in ros_parameters.PARAMETERS.items()}
     params.update(carry_frames=5)
-    assert node_engine_config(params).spread == Spread(carry_frames=5)
-    assert PARAMETERS['carry_frames'][1].read_only and PARAMETERS['carry_frames'][0] == 0
+    assert ros_parameters.engine_config(params).spread == Spread(carry_frames=5)
+    assert ros_parameters.PARAMETERS['carry_frames'][1].read_only and ros_parameters.PARAMETERS['carry_frames'][0] == 0
 
 
 def test_carry_alone_detects_top_k_and_hands_out_the_dense_map(cpu_pipeline):

@@ -220,3 +220,20 @@ def test_param_dump_loads_back(weights_npz, tmp_path):
     assert 'stereo_pairs: null' in dump and '    intrinsics: null' in dump  # cam1's, unset
     assert values[0] == values[1], (values, dump)
     assert values[1][:2] == [777, 3] and values[1][6] is None
+
+
+@pytest.mark.ros
+def test_whole_numbers_set_floating_point_parameters(weights_npz, tmp_path):
+    """``min_distance:=20`` (rcl reads an integer) starts the node with 20.0, as users expect."""
+    log = tmp_path / 'node.log'
+    process = start_node({'weights': str(weights_npz), 'backend': 'onnxruntime',
+                          'min_distance': 20, 'threshold': 0, 'min_cossim': 1}, log)
+    client = Client()
+    try:
+        assert client.wait_connected(process), log.read_text()
+        got = get_parameters(client, '/xfeat', ['min_distance', 'threshold', 'min_cossim'])
+        assert got == [20.0, 0.0, 1.0] and all(isinstance(v, float) for v in got)
+        assert set_parameters(client, '/xfeat', {'threshold': 0.1})[0].successful
+    finally:
+        client.close()
+        assert stop_node(process) == 0, log.read_text()

@@ -117,3 +117,15 @@ def test_the_node_asks_the_current_engine_for_its_decoder():
                           jpeg_decoder=lambda: decoder)
     cpu = SimpleNamespace(capabilities=Capabilities())
     assert engine_jpeg_decoder(gpu) is decoder and engine_jpeg_decoder(cpu) is None
+
+
+def test_the_decoder_is_warmed_at_start_where_the_engine_has_one():
+    from types import SimpleNamespace
+    from xfeat_ros.features.engine import Capabilities
+    from xfeat_ros.ros.compressed import warm_jpeg_decoder
+    warmed = []
+    decoder = SimpleNamespace(warm_up=lambda: warmed.append(True))
+    gpu = SimpleNamespace(capabilities=Capabilities(jpeg_decoder=True),
+                          jpeg_decoder=lambda: decoder)
+    assert warm_jpeg_decoder(gpu) is decoder and warmed == [True]
+    assert warm_jpeg_decoder(SimpleNamespace(capabilities=Capabilities())) is None

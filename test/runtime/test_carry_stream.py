@@ -19,7 +19,7 @@ FRAMES = 6
 @pytest.fixture(scope='module')
 def messages():
     from xfeat_ros.features.image_codec import raw_image
-    listed = list_sequence(DATA_ROOT / 'data' / 'tum_fr2_desk' / 'rgb')[:FRAMES]
+    listed = list_sequence(DATA_ROOT / 'data' / 'tum_fr2_desk')[:FRAMES]
     out = []
     for index, (_, path) in enumerate(listed):
         msg = raw_image(*read_image(path))

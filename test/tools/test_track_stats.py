@@ -12,10 +12,10 @@ from xfeat_ros.errors import ParameterError
 from xfeat_ros.features.camera import CameraModel
 from xfeat_ros.tools.evaluation import tracking
 from xfeat_ros.tools.evaluation.klt import KltSettings, KltTracker
-from xfeat_ros.tools.evaluation.track_metrics import (empty_cells, first_frame_lifetimes,
-                                                      frame_stats, grid_coverage,
-                                                      nearest_distances, summarize,
-                                                      track_lengths)
+from xfeat_ros.tools.evaluation.track_metrics import (continuation_pairs, empty_cells,
+                                                      first_frame_lifetimes, frame_stats,
+                                                      grid_coverage, nearest_distances,
+                                                      summarize, track_ends, track_lengths)
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -26,6 +26,41 @@ def test_track_lengths_of_known_tracks():
     assert track_lengths(frames).tolist() == [4, 2, 1, 2, 1]
     assert track_lengths([[7, 7], [7]]).tolist() == [2]  # an id twice in a frame counts once
     assert track_lengths([]).tolist() == []
+
+
+def test_continuation_pairs_and_track_ends():
+    index0, index1 = continuation_pairs([5, 7, 9, 11], [9, 12, 5])
+    assert sorted(zip(index0.tolist(), index1.tolist())) == [(0, 2), (2, 0)]
+    assert continuation_pairs([], [1])[0].tolist() == []
+    frames = [[1, 2], [1, 2], [1, 3], [1, 3], [1, 3, 2]]
+    assert track_ends(frames, 5) == [(1, 0, 4)]
+    assert track_ends(frames, 3) == [(1, 0, 4), (2, 0, 4), (3, 2, 4)]
+
+
+def test_ground_truth_errors_follow_the_true_geometry():
+    """Points that move as the true poses say have no epipolar error; moved ones do."""
+    model = CameraModel.from_parameters([400.0, 400.0, 320.0, 240.0], 'none', [], 640, 480)
+    rng = np.random.default_rng(3)
+    scene = np.column_stack([rng.uniform(-1, 1, 40), rng.uniform(-1, 1, 40),
+                             rng.uniform(3, 6, 40)])
+    poses, trace = [], []
+    for index in range(6):   # the camera slides sideways; world = first camera
+        position = np.array([0.05 * index, 0.0, 0.0])
+        poses.append((np.eye(3), position))
+        camera = scene - position
+        pixels = camera[:, :2] / camera[:, 2:] * 400.0 + np.array([320.0, 240.0])
+        carried = np.zeros(40, bool)
+        carried[:10] = index > 0
+        trace.append((pixels, np.arange(40, dtype=np.uint64), carried))
+    truth = tracking.ground_truth_errors(trace, model, poses)
+    assert truth['detected']['pairs'] == 5 * 30 and truth['carried']['pairs'] == 5 * 10
+    assert truth['detected']['p90_px'] < 1e-6 and truth['carried']['p90_px'] < 1e-6
+    assert truth['track_ends']['pairs'] == 40 and truth['track_ends']['p90_px'] < 1e-6
+    trace[3][0][:10, 1] += 4.0  # the carried ones of frame 3 drift off their lines
+    drifted = tracking.ground_truth_errors(trace, model, poses)
+    assert drifted['carried']['p90_px'] > 3.0 and drifted['detected']['p90_px'] < 1e-6
+    poses[2] = None  # a frame without a pose counts in no pair
+    assert tracking.ground_truth_errors(trace, model, poses)['detected']['pairs'] == 3 * 30
 
 
 def test_first_frame_lifetimes_stop_at_the_first_gap():
@@ -147,6 +182,7 @@ def test_klt_starts_over_on_a_new_image_size():
     (['/nonexistent/sequence'], 'is not a folder'),
     (['.', '--frames', '1'], '--frames'),
     (['.', '--min-distance', '-1'], '--min-distance'),
+    (['.', '--carry-frames', '-2'], '--carry-frames'),
     (['.', '--no-klt', '--no-xfeat'], 'nothing to run'),
 ])
 def test_cli_answers_a_mistake_in_one_line(argv, words, capsys):
@@ -195,3 +231,25 @@ def test_tool_on_real_frames(shared_dir, weights_npz, tmp_path, capsys):
     if spread:
         assert runs[1]['summary']['min_distance_px'] >= 20.0
     assert table.count('| tum_fr2_desk (3 frames) |') == len(runs)
+
+
+def test_tool_reports_ground_truth_and_carried_tracks(weights_npz, tmp_path, capsys):
+    """TUM frames with their poses: each run's epipolar errors, carried pairs apart."""
+    from conftest import DATA_ROOT
+    out = tmp_path / 'tracks.json'
+    argv = [DATA_ROOT / 'data' / 'tum_fr2_desk', '--frames', '5', '--top-k', '150',
+            '--carry-frames', '0', '3', '--weights', weights_npz, '--out', out]
+    assert tracking.main(argv) == 0
+    table = capsys.readouterr().out
+    runs = json.loads(out.read_text())['runs']
+    assert [(r['front_end'], r.get('carry_frames')) for r in runs] == [
+        ('xfeat cpu', 0), ('xfeat cpu', 3), ('klt (vins settings)', None)]
+    plain, carried, klt = (r['ground_truth'] for r in runs)
+    assert plain['carried']['pairs'] == 0 and carried['carried']['pairs'] > 100
+    assert klt['detected']['pairs'] > 100
+    for truth in (plain, carried, klt):
+        assert truth['detected']['pairs'] > 50
+        assert 0 < truth['detected']['median_px'] < 5.0
+    assert carried['carried']['median_px'] < 5.0
+    assert runs[1]['summary']['median_age'] > runs[0]['summary']['median_age']
+    assert 'carried: pairs' in table and table.count('| tum_fr2_desk |') == 3

@@ -51,6 +51,20 @@ def engine_jpeg_decoder(engine):
     return engine.jpeg_decoder() if engine.capabilities.jpeg_decoder else None
 
 
+def warm_jpeg_decoder(engine):
+    """
+    Make the engine's JPEG decoder and decode one small image with it; return the decoder.
+
+    Its first use loads torchvision and initialises nvJPEG (seconds on the
+    GPU machine): done at start, images coming then are not lost behind it.
+    None (nothing done) where the engine has no decoder.
+    """
+    decoder = engine_jpeg_decoder(engine)
+    if decoder is not None:
+        decoder.warm_up()
+    return decoder
+
+
 def image_input(node, camera_topic, transport, jpeg_decoder=lambda: None):
     """
     Return ``(message type, topic, parse)`` of a camera's image subscription.

@@ -29,7 +29,7 @@ import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType, SetParametersResult
 import rclpy
 from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.exceptions import ParameterException
@@ -44,7 +44,7 @@ from xfeat_ros.features.factory import create_engine
 from xfeat_ros.features.tracks import prepare_host_check
 from xfeat_ros.features.weights import weights_summary
 from xfeat_ros.ros import dds
-from xfeat_ros.ros.compressed import engine_jpeg_decoder, image_input
+from xfeat_ros.ros.compressed import engine_jpeg_decoder, image_input, warm_jpeg_decoder
 from xfeat_ros.ros.messages import diagnostic_name, message_types
 from xfeat_ros.ros.outputs import NodeOutputs, Ports
 from xfeat_ros.ros.parameters import (camera_parameter, CAMERA_PARAMETERS, declare_reason,
@@ -102,6 +102,8 @@ class XFeatNode(NodeOutputs, Node):
         engine = engine or create_engine(self.engine_config, self.get_logger())
         self.get_logger().info(f'engine: {engine.name} on {engine.device}')
         prepare_host_check(engine)  # OpenCV loaded now, not at the first matched frame
+        if self.params['input_transport'] == 'compressed':
+            warm_jpeg_decoder(engine)  # seconds of set-up now, not under the first images
         self.get_logger().info(weights_summary(self.params['weights']))
         self.report = Reporter(self.get_logger())
         self.streams = {name: CameraStream(name) for name in self.params['cameras']}
@@ -177,6 +179,8 @@ class XFeatNode(NodeOutputs, Node):
         is declared unset instead, so a dump loads back as it was. That needs a
         writable declaration first; the descriptor then becomes read-only.
         """
+        if default is not None and descriptor.type == ParameterType.PARAMETER_DOUBLE:
+            return self._declare_double(name, default, descriptor)
         if default is not None:
             return self.declare_parameter(name, default, descriptor).value
         writable = ParameterDescriptor(dynamic_typing=True, description=descriptor.description)
@@ -186,6 +190,21 @@ class XFeatNode(NodeOutputs, Node):
             return self.declare_parameter(name, None, descriptor, ignore_override=True).value
         self.set_descriptor(name, descriptor)
         return value
+
+    def _declare_double(self, name, default, descriptor):
+        """
+        Declare a floating-point parameter that also takes a whole number (``min_distance:=20``).
+
+        rcl reads ``20`` on a command line, in a launch file or in YAML as an
+        integer, which a DOUBLE declaration refuses; the value is read through a
+        writable declaration first and a whole number is declared as its float.
+        """
+        writable = ParameterDescriptor(dynamic_typing=True, description=descriptor.description)
+        value = self.declare_parameter(name, default, writable).value
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        self.undeclare_parameter(name)
+        return self.declare_parameter(name, value, descriptor, ignore_override=True).value
 
     # -- wiring -----------------------------------------------------------------------------------
     def _qos(self, prefix, reliability=None):

@@ -103,6 +103,14 @@ class JpegDecoder:
         return DeviceImage(header, pixels, ready, self.gpu)
 
 
+    def warm_up(self):
+        """Decode one small JPEG now and wait for it (loads nvJPEG's kernels and buffers)."""
+        import cv2
+        ok, encoded = cv2.imencode('.jpg', np.zeros((16, 16, 3), np.uint8))
+        if ok:
+            self.decode(None, np.frombuffer(encoded.tobytes(), np.uint8)).ready.synchronize()
+
+
 def probe(cupy, gpu=0):
     """Return a :class:`JpegDecoder` of device ``gpu``, or None with the reason."""
     try:

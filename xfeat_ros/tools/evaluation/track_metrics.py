@@ -182,3 +182,31 @@ def summarize(frames, frames_ids, skip_cost=1):
         'cost_ms_median': _stat(costs, np.median),
         'cost_ms_mean': _stat(costs, np.mean),
     }
+
+
+def continuation_pairs(ids0, ids1):
+    """
+    Return ``(index0, index1)`` int64: keypoints of two frames on the same track.
+
+    ``ids0`` / ``ids1`` the track ids of the previous and the current frame;
+    a track id appears at most once a frame.
+    """
+    ids0 = np.asarray(ids0).reshape(-1)
+    ids1 = np.asarray(ids1).reshape(-1)
+    _, index0, index1 = np.intersect1d(ids0, ids1, assume_unique=True, return_indices=True)
+    return index0.astype(np.int64), index1.astype(np.int64)
+
+
+def track_ends(frames_ids, min_frames=5):
+    """
+    Return ``[(track id, first frame, last frame)]`` of tracks seen in ``min_frames``+ frames.
+
+    The first and last frame index where each id appears.
+    """
+    first, last, seen = {}, {}, {}
+    for index, ids in enumerate(frames_ids):
+        for track in np.asarray(ids).reshape(-1).tolist():
+            first.setdefault(track, index)
+            last[track] = index
+            seen[track] = seen.get(track, 0) + 1
+    return [(track, first[track], last[track]) for track in first if seen[track] >= min_frames]

@@ -24,6 +24,11 @@ keypoints per frame, coverage of an 8 x 6 grid, the closest pair and the 1st
 percentile of nearest-keypoint distances, track length (median and 90th
 percentile over tracks), the median keypoint age of a frame, and the cost of
 a frame (XFeat: from the image to its tracks; KLT: one ``track`` call).
+Where the sequence has ground-truth poses and a known camera (TUM), how well
+the tracks follow their points: the epipolar distance under the true relative
+pose of every continuation from one frame to the next (carried keypoints
+apart) and of the two ends of every track that lived 5 frames or more
+(:func:`ground_truth_errors`).
 A markdown table goes to stdout, every number (per frame too) to ``--out``.
 """
 
@@ -45,7 +50,8 @@ from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD
 from xfeat_ros.errors import CameraModelError, DatasetError, ParameterError
 from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.evaluation.klt import KltSettings, KltTracker
-from xfeat_ros.tools.evaluation.track_metrics import frame_stats, GRID, summarize
+from xfeat_ros.tools.evaluation.track_metrics import (continuation_pairs, frame_stats, GRID,
+                                                      summarize, track_ends)
 from xfeat_ros.tools.image_files import list_sequence, read_image
 from xfeat_ros.tools.plumbing import git_commit, versions
 
@@ -120,7 +126,7 @@ class RecordingSink:
 
     def __init__(self):
         """Start with no frames."""
-        self.frames = []  # (keypoints float [N, 2], ids, ages)
+        self.frames = []  # (keypoints float [N, 2], ids, ages, carried bool [N] or None)
 
     def topic_name(self, camera, name):
         """Return the name of an output, for log lines."""
@@ -129,8 +135,9 @@ class RecordingSink:
     def publish_keypoints(self, out):
         """Record a finished frame's keypoints, track ids and ages."""
         frame = out.frame
+        carried = None if frame.track_carried is None else np.asarray(frame.track_carried) > 0
         self.frames.append((np.array(frame.features.keypoints, np.float64).reshape(-1, 2),
-                            np.array(frame.track_ids), np.array(frame.track_ages)))
+                            np.array(frame.track_ids), np.array(frame.track_ages), carried))
 
     def publish_matches(self, out):
         """Nothing: the tracks say what the matches did."""
@@ -179,8 +186,10 @@ def run_xfeat(frames, config, grid=GRID):
     """
     Run ``frames`` through the node's one-camera path with the CPU engine of ``config``.
 
-    Returns ``(per-frame records, per-frame track ids)``; a frame's cost is
-    from its acceptance to its tracks (engine, matching, verification, tracks).
+    Returns ``(per-frame records, per-frame track ids, trace)`` (``trace``:
+    per frame keypoints, ids and the carried mask or None, for
+    :func:`ground_truth_errors`); a frame's cost is from its acceptance to
+    its tracks (engine, matching, verification, tracks).
     """
     from xfeat_ros.features.factory import cpu_engine
     from xfeat_ros.runtime.frontend import FrontEnd, OutputConfig
@@ -194,7 +203,7 @@ def run_xfeat(frames, config, grid=GRID):
                           report)
     sink = RecordingSink()
     frontend = FrontEnd(streams, OutputConfig(descriptor_encoding='none'), sink, report)
-    records, frames_ids = [], []
+    records, frames_ids, trace = [], [], []
     for stamp, pixels, encoding in frames:
         msg = image_message(stamp, pixels, encoding)
         start = time.perf_counter()
@@ -205,17 +214,18 @@ def run_xfeat(frames, config, grid=GRID):
         if len(sink.frames) != len(records) + 1:
             raise DatasetError(f'frame {len(records)}: the engine gave no output '
                                f'({dict(streams["camera"].counts())})')
-        points, ids, ages = sink.frames[-1]
+        points, ids, ages, carried = sink.frames[-1]
         records.append(frame_stats(points, ages, pixels.shape[1], pixels.shape[0], cost_ms,
                                    grid))
         frames_ids.append(ids)
-    return records, frames_ids
+        trace.append((points, ids, carried))
+    return records, frames_ids, trace
 
 
 def run_klt(frames, settings=KltSettings(), camera=None, grid=GRID):
-    """Run ``frames`` through :class:`KltTracker`; returns per-frame records and track ids."""
+    """Run ``frames`` through :class:`KltTracker`; returns records, track ids and trace."""
     tracker = KltTracker(settings, camera)
-    records, frames_ids = [], []
+    records, frames_ids, trace = [], [], []
     for _, pixels, encoding in frames:
         grey = grey_u8(pixels, encoding)
         start = time.perf_counter()
@@ -223,7 +233,80 @@ def run_klt(frames, settings=KltSettings(), camera=None, grid=GRID):
         cost_ms = (time.perf_counter() - start) * 1000.0
         records.append(frame_stats(points, ages, grey.shape[1], grey.shape[0], cost_ms, grid))
         frames_ids.append(ids)
-    return records, frames_ids
+        trace.append((np.asarray(points, np.float64).reshape(-1, 2), ids, None))
+    return records, frames_ids, trace
+
+
+def sequence_truth(folder, stamps):
+    """
+    Return ``(camera, poses)`` of a sequence with ground truth, else None.
+
+    ``poses``: per frame stamp the true camera pose (R_wc, t_wc) or None.
+    TUM folders only (``groundtruth.txt`` and a camera known by name).
+    """
+    from xfeat_ros.tools.evaluation.datasets import associate, read_tum_trajectory, tum_camera
+    folder = Path(folder)
+    base = folder.parent if folder.name == 'rgb' else folder
+    camera = tum_camera(base)
+    if camera is None or not (base / 'groundtruth.txt').is_file():
+        return None
+    truth = read_tum_trajectory(base / 'groundtruth.txt')
+    poses = []
+    for stamp in stamps:
+        matrix = associate(stamp, truth)
+        poses.append(None if matrix is None else (matrix[:3, :3], matrix[:3, 3]))
+    return camera, poses
+
+
+def _spread_of(values):
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return {'pairs': 0, 'median_px': None, 'p90_px': None}
+    return {'pairs': int(len(values)), 'median_px': float(np.median(values)),
+            'p90_px': float(np.percentile(values, 90))}
+
+
+def ground_truth_errors(trace, camera, poses, min_frames=5):
+    """
+    Return how far a run's tracks stray from the epipolar geometry of the true poses.
+
+    ``trace`` per frame ``(keypoints [N, 2], ids, carried bool [N] or None)``;
+    ``camera``/``poses`` of :func:`sequence_truth`. Pixels of one track in
+    consecutive frames: ``detected`` (the current keypoint detected) and
+    ``carried`` (carried through the dense map); ``track_ends``: the first
+    and last keypoint of each track seen in ``min_frames`` frames or more.
+    Each with its pair count, median and 90th percentile in pixels.
+    """
+    from xfeat_ros.features.geometry import epipolar_errors, relative_pose
+    detected, carried_errors, ends = [], [], []
+    for index in range(1, len(trace)):
+        pose0, pose1 = poses[index - 1], poses[index]
+        if pose0 is None or pose1 is None:
+            continue
+        points0, ids0, _ = trace[index - 1]
+        points1, ids1, carried = trace[index]
+        index0, index1 = continuation_pairs(ids0, ids1)
+        if not len(index0):
+            continue
+        rotation, translation = relative_pose(pose0, pose1)
+        errors = epipolar_errors(camera, camera, rotation, translation, points0[index0],
+                                 points1[index1])
+        mask = np.zeros(len(index1), bool) if carried is None else carried[index1]
+        detected.extend(errors[~mask].tolist())
+        carried_errors.extend(errors[mask].tolist())
+    where = [{int(t): k for k, t in enumerate(np.asarray(ids).reshape(-1).tolist())}
+             for _, ids, _ in trace]
+    for track, first, last in track_ends([ids for _, ids, _ in trace], min_frames):
+        if poses[first] is None or poses[last] is None:
+            continue
+        rotation, translation = relative_pose(poses[first], poses[last])
+        ends.extend(epipolar_errors(
+            camera, camera, rotation, translation,
+            trace[first][0][where[first][int(track)]][None],
+            trace[last][0][where[last][int(track)]][None]).tolist())
+    return {'detected': _spread_of(detected), 'carried': _spread_of(carried_errors),
+            'track_ends': _spread_of(ends), 'track_ends_min_frames': int(min_frames)}
 
 
 def rounded(value, digits=4):
@@ -262,6 +345,28 @@ def markdown_table(runs):
             f"{_cell(s['track_length_median'], 0)} | {_cell(s['track_length_p90'], 0)} | "
             f"{_cell(s['median_age'], 1)} | {_cell(s['first_frame_survival'], 2)} | "
             f"{_cell(s['cost_ms_median'])} |")
+    return '\n'.join(lines) + '\n'
+
+
+def ground_truth_table(runs):
+    """Return the markdown table of the runs' ground-truth errors ('' where none has any)."""
+    rows = [run for run in runs if run.get('ground_truth')]
+    if not rows:
+        return ''
+    lines = ['| sequence | front-end | top_k | min_distance | carry_frames | '
+             'frame to frame, detected: pairs, median / p90 px | carried: pairs, median / p90 px '
+             '| track ends (5+ frames): tracks, median / p90 px |',
+             '|---|---|---|---|---|---|---|---|']
+
+    def cell(part):
+        return (f"{part['pairs']}, {_cell(part['median_px'], 2)} / {_cell(part['p90_px'], 2)}"
+                if part['pairs'] else '0')
+    for run in rows:
+        truth = run['ground_truth']
+        lines.append(f"| {run['sequence']} | {run['front_end']} | {run.get('top_k', '-')} | "
+                     f"{run.get('min_distance', '-')} | {run.get('carry_frames', '-')} | "
+                     f"{cell(truth['detected'])} | {cell(truth['carried'])} | "
+                     f"{cell(truth['track_ends'])} |")
     return '\n'.join(lines) + '\n'
 
 
@@ -339,17 +444,20 @@ def run(args, command=PROG):
         frames = load_sequence(folder, args.frames)
         name = folder.name if folder.name not in ('rgb', 'cam0') else folder.parent.name
         LOG.info('%s: %d frames', name, len(frames))
+        truth = sequence_truth(folder, [stamp for stamp, _, _ in frames])
         if not args.no_xfeat:
             for top_k, distance, carry in ((k, d, c) for k in args.top_k
                                            for d in args.min_distance
                                            for c in args.carry_frames):
                 config = engine_config(weights, top_k, distance, args.threshold,
                                        args.min_cossim, args.threads, carry)
-                records, ids = run_xfeat(frames, config, grid)
+                records, ids, trace = run_xfeat(frames, config, grid)
                 results['runs'].append({
                     'sequence': name, 'path': str(folder), 'front_end': 'xfeat cpu',
                     'top_k': top_k, 'min_distance': distance, 'carry_frames': carry,
-                    'summary': summarize(records, ids), 'per_frame': records})
+                    'summary': summarize(records, ids), 'per_frame': records,
+                    'ground_truth': None if truth is None
+                    else ground_truth_errors(trace, *truth)})
                 LOG.info('%s xfeat top_k %d min_distance %g carry_frames %d done', name,
                          top_k, distance, carry)
         if not args.no_klt:
@@ -358,15 +466,18 @@ def run(args, command=PROG):
                           else sequence_camera(folder))
             except CameraModelError as exc:
                 raise DatasetError(f'{folder}: {exc}') from exc
-            records, ids = run_klt(frames, klt, camera, grid)
+            records, ids, trace = run_klt(frames, klt, camera, grid)
             results['runs'].append({
+                'ground_truth': None if truth is None else ground_truth_errors(trace, *truth),
                 'sequence': name, 'path': str(folder), 'front_end': 'klt (vins settings)'
                 if klt.reject_with_f else 'klt (vins settings, no F check)',
                 'top_k': klt.max_cnt, 'min_distance': klt.min_dist,
                 'f_check_points': None if not klt.reject_with_f
                 else 'undistorted, focal 460' if camera is not None else 'pixels',
                 'summary': summarize(records, ids), 'per_frame': records})
-    results['markdown'] = markdown_table(results['runs'])
+    truth_table = ground_truth_table(results['runs'])
+    results['markdown'] = markdown_table(results['runs']) + ('\n' + truth_table
+                                                             if truth_table else '')
     return results
 
 
