@@ -102,7 +102,6 @@ class JpegDecoder:
             ready.record(self.stream)
         return DeviceImage(header, pixels, ready, self.gpu)
 
-
     def warm_up(self):
         """Decode one small JPEG now and wait for it (loads nvJPEG's kernels and buffers)."""
         import cv2
