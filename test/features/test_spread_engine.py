@@ -131,7 +131,8 @@ def test_carry_settings_from_the_command_line_and_the_node(ros_parameters):
     params = {name: default for name, (default, _) in ros_parameters.PARAMETERS.items()}
     params.update(carry_frames=5)
     assert ros_parameters.engine_config(params).spread == Spread(carry_frames=5)
-    assert ros_parameters.PARAMETERS['carry_frames'][1].read_only and ros_parameters.PARAMETERS['carry_frames'][0] == 0
+    default, descriptor = ros_parameters.PARAMETERS['carry_frames']
+    assert descriptor.read_only and default == 0
 
 
 def test_carry_alone_detects_top_k_and_hands_out_the_dense_map(cpu_pipeline):

@@ -52,8 +52,8 @@ def test_tracks_are_carried_and_every_continuation_is_a_match(weights_npz, tmp_p
     assert carried() > 100
     # With carried tracks most keypoints continue one: far more than without (about a third).
     assert np.mean(share) > 0.6
-    for (previous, ids0, _), (current, ids1, ages1), msg in zip(published, published[1:],
-                                                                  client.matches['']):
+    for (_, ids0, _), (_, ids1, ages1), msg in zip(published, published[1:],
+                                                   client.matches['']):
         pairs = set(zip(np.asarray(msg.previous_indices).tolist(),
                         np.asarray(msg.current_indices).tolist()))
         where = {int(t): k for k, t in enumerate(ids0.tolist())}

@@ -1,6 +1,6 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""xfeat_offline with --min-distance: the bag's keypoints spread apart, tracks first."""
+"""xfeat_offline with --min-distance and --carry-frames: spread keypoints, longer tracks."""
 
 import numpy as np
 import pytest
@@ -68,6 +68,21 @@ def test_offline_spreads_the_keypoints(tmp_path, images, weights_npz):
     assert np.frombuffer(messages[-1].track_ages, np.uint32).max() == FRAMES
 
 
+def test_offline_carries_tracks(tmp_path, images, weights_npz):
+    from xfeat_ros.tools.offline import main
+    source = write_bag(tmp_path / 'in', images)
+    ages = {}
+    for carry in (0, 3):
+        out = tmp_path / f'out{carry}'
+        assert main([str(source), str(out), '--backend', 'onnxruntime', '--weights',
+                     str(weights_npz), '--top-k', '300', '--carry-frames', str(carry)]) == 0
+        messages = keypoints_of(out)
+        assert len(messages) == FRAMES and all(len(m.track_ids) <= 300 for m in messages)
+        ages[carry] = np.mean([np.frombuffer(m.track_ages, np.uint32).mean()
+                               for m in messages[1:]])
+    assert ages[3] > 1.3 * ages[0], ages
+
+
 def test_offline_spread_mistakes_are_one_line(tmp_path, images, weights_npz, capsys,
                                               monkeypatch):
     import logging
@@ -76,7 +91,9 @@ def test_offline_spread_mistakes_are_one_line(tmp_path, images, weights_npz, cap
         monkeypatch.setattr(logging.getLogger(name), 'propagate', False)
     source = write_bag(tmp_path / 'in', images[:1])
     for extra, want in ((['--grid-cell-px', '32'], 'grid_cell_px and max_per_cell go together'),
-                        (['--min-distance', '-5'], 'spread settings must be >= 0')):
+                        (['--min-distance', '-5'], 'spread settings must be >= 0'),
+                        (['--carry-frames', '-1'], 'spread settings must be >= 0'),
+                        (['--carry-frames', '2', '--backend', 'pytorch'], 'CPU engine')):
         assert main([str(source), str(tmp_path / 'out'), '--weights', str(weights_npz)]
                     + extra) == 1
         err = capsys.readouterr().err.strip().splitlines()
