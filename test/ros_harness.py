@@ -134,6 +134,32 @@ class Client:
         rclpy.shutdown(context=self.context)
 
 
+def run_sequence(params, frames, log, until=lambda client: True, timeout=120):
+    """
+    Run a node with ``params`` over ``frames`` ([(stamp ns, image path)]) on camera ''.
+
+    Waits until every Keypoints and Matches message came and ``until(client)``
+    holds (asserted, with the node's log), then stops the node (exit code 0
+    asserted). Returns the closed :class:`Client`, its messages kept.
+    """
+    from xfeat_ros.features.image_codec import image_msg
+    from xfeat_ros.tools.image_files import read_image
+    from xfeat_ros.tools.play import stamp_msg
+    process = start_node(params, log)
+    client = Client()
+    try:
+        assert client.wait_connected(process), log.read_text()
+        for stamp, path in frames:
+            client.publish('', image_msg(*read_image(path), stamp=stamp_msg(stamp)))
+        assert client.spin_until(lambda: len(client.keypoints['']) == len(frames)
+                                 and len(client.matches['']) == len(frames) - 1
+                                 and until(client), timeout, process), log.read_text()
+    finally:
+        client.close()
+        assert stop_node(process) == 0
+    return client
+
+
 def call_service(client, service_type, name, request, timeout=10.0):
     """Call a service from the client's node; returns the response or None."""
     cli = client.node.create_client(service_type, name)

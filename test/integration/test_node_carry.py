@@ -5,11 +5,9 @@
 from conftest import DATA_ROOT
 import numpy as np
 import pytest
-from ros_harness import Client, start_node, stop_node
-from xfeat_ros.features.image_codec import image_msg
+from ros_harness import run_sequence
 from xfeat_ros.ros.messages import features_from_msg
-from xfeat_ros.tools.image_files import list_sequence, read_image
-from xfeat_ros.tools.play import stamp_msg
+from xfeat_ros.tools.image_files import list_sequence
 
 pytestmark = pytest.mark.ros
 
@@ -21,23 +19,13 @@ FRAMES = 6
 def test_tracks_are_carried_and_every_continuation_is_a_match(weights_npz, tmp_path):
     log = tmp_path / 'node.log'
     frames = list_sequence(DATA_ROOT / 'data' / 'tum_fr2_desk')[:FRAMES]
-    process = start_node({'weights': str(weights_npz), 'backend': 'onnxruntime',
-                          'input_qos_reliability': 'reliable', 'queue_size': 100,
-                          'top_k': TOP_K, 'carry_frames': CARRY_FRAMES}, log)
-    client = Client()
 
-    def carried():
+    def carried(client):
         return int(client.node_side.get('', {}).get('tracks_carried', 0))
-    try:
-        assert client.wait_connected(process), log.read_text()
-        for stamp, path in frames:
-            client.publish('', image_msg(*read_image(path), stamp=stamp_msg(stamp)))
-        assert client.spin_until(lambda: len(client.keypoints['']) == len(frames)
-                                 and len(client.matches['']) == len(frames) - 1
-                                 and carried() > 0, 120, process), log.read_text()
-    finally:
-        client.close()
-        assert stop_node(process) == 0
+    client = run_sequence({'weights': str(weights_npz), 'backend': 'onnxruntime',
+                           'input_qos_reliability': 'reliable', 'queue_size': 100,
+                           'top_k': TOP_K, 'carry_frames': CARRY_FRAMES}, frames, log,
+                          until=lambda client: carried(client) > 0)
     published = []
     for msg in client.keypoints['']:
         features = features_from_msg(msg)
@@ -48,8 +36,8 @@ def test_tracks_are_carried_and_every_continuation_is_a_match(weights_npz, tmp_p
         assert tracked[:tracked.sum()].all()  # continued tracks placed first
         published.append((features, ids, ages))
     share = [float((ages > 1).mean()) for _, _, ages in published[1:]]
-    print('tracks carried', carried(), 'share of keypoints continuing a track', share)
-    assert carried() > 100
+    print('tracks carried', carried(client), 'share of keypoints continuing a track', share)
+    assert carried(client) > 100
     # With carried tracks most keypoints continue one: far more than without (about a third).
     assert np.mean(share) > 0.6
     for (_, ids0, _), (_, ids1, ages1), msg in zip(published, published[1:],

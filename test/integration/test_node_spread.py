@@ -4,11 +4,9 @@
 
 import numpy as np
 import pytest
-from ros_harness import Client, start_node, stop_node
-from xfeat_ros.features.image_codec import image_msg
+from ros_harness import run_sequence
 from xfeat_ros.ros.messages import features_from_msg
-from xfeat_ros.tools.image_files import list_sequence, read_image
-from xfeat_ros.tools.play import stamp_msg
+from xfeat_ros.tools.image_files import list_sequence
 
 pytestmark = pytest.mark.ros
 
@@ -26,20 +24,9 @@ def min_pair_distance(keypoints):
 def test_published_keypoints_are_spread_and_tracks_grow(shared_dir, weights_npz, tmp_path):
     log = tmp_path / 'node.log'
     frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
-    process = start_node({'weights': str(weights_npz), 'backend': 'onnxruntime',
-                          'input_qos_reliability': 'reliable', 'queue_size': 100,
-                          'top_k': TOP_K, 'min_distance': MIN_DISTANCE}, log)
-    client = Client()
-    try:
-        assert client.wait_connected(process), log.read_text()
-        for stamp, path in frames:
-            client.publish('', image_msg(*read_image(path), stamp=stamp_msg(stamp)))
-        assert client.spin_until(lambda: len(client.keypoints['']) == len(frames)
-                                 and len(client.matches['']) == len(frames) - 1, 120,
-                                 process), log.read_text()
-    finally:
-        client.close()
-        assert stop_node(process) == 0
+    client = run_sequence({'weights': str(weights_npz), 'backend': 'onnxruntime',
+                           'input_qos_reliability': 'reliable', 'queue_size': 100,
+                           'top_k': TOP_K, 'min_distance': MIN_DISTANCE}, frames, log)
     published = []
     for msg in client.keypoints['']:
         features = features_from_msg(msg)
