@@ -5,9 +5,8 @@
 import numpy as np
 import pytest
 from xfeat_ros.features.carry import (best_in_windows, CARRY_RADIUS_PX, carry_tracks,
-                                      DenseMap, epipolar_distance, fit_fundamental, lost_tracks,
-                                      predict_positions, window_descriptors, with_carried,
-                                      with_continuations)
+                                      DenseMap, lost_tracks, predict_positions,
+                                      window_descriptors, with_carried, with_continuations)
 from xfeat_ros.features.pipeline import Features, MatchResult
 from xfeat_ros.features.postprocess import l2_normalize, sample_descriptors
 
@@ -68,16 +67,6 @@ def test_predict_positions_moves_points_by_their_neighbours_median_flow():
     np.testing.assert_allclose(predict_positions(points, source[:0], target[:0]), points)
     # fewer matches than neighbours: all of them
     np.testing.assert_allclose(predict_positions(points[:1], source[:2], target[:2]), [[20, 12]])
-
-
-def test_fundamental_fit_and_epipolar_distance():
-    _, pixels0, pixels1 = two_views()
-    fundamental = fit_fundamental(pixels0, pixels1)
-    assert fundamental is not None
-    assert epipolar_distance(fundamental, pixels0, pixels1).max() < 1e-3
-    off_line = pixels1 + np.array([0.0, 6.0])  # the epipolar lines run about sideways
-    assert epipolar_distance(fundamental, pixels0, off_line).min() > 3.0
-    assert fit_fundamental(pixels0[:7], pixels1[:7]) is None
 
 
 def carry_scene(seed=2):

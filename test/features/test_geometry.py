@@ -11,8 +11,9 @@ from test_camera import euroc_yaml, make_model
 from xfeat_ros.errors import CameraModelError
 from xfeat_ros.features.camera import CameraModel, distort_normalized, read_euroc_extrinsics
 from xfeat_ros.features.geometry import (epipolar_errors, epipolar_inliers, essential_matrix,
-                                         essential_pose, estimate_homography, quaternion_to_matrix,
-                                         relative_pose_from_extrinsics)
+                                         essential_pose, estimate_homography, fit_fundamental,
+                                         quaternion_to_matrix, relative_pose_from_extrinsics)
+from xfeat_ros.features.ransac import fundamental_inliers
 from xfeat_ros.tools.evaluation.metrics import apply_homography, corner_error
 
 
@@ -109,6 +110,27 @@ def test_epipolar_inliers_reject_planted_outliers():
     assert not keep[outliers].any()
     assert keep[np.setdiff1d(np.arange(300), outliers)].mean() > 0.95
     assert not epipolar_inliers(p0[:7], p1[:7]).any()  # too few to verify
+
+
+def test_fundamental_fit_and_its_epipolar_check():
+    """The 8-point fit of exact matches, and the RANSAC test for one known F."""
+    rng = np.random.default_rng(1)
+    scene = np.column_stack([rng.uniform(-1.5, 1.5, 60), rng.uniform(-1.0, 1.0, 60),
+                             rng.uniform(3.0, 8.0, 60)])
+    turn = rotation_z(1.0)
+    k = np.array([[300.0, 0.0, 160.0], [0.0, 300.0, 120.0], [0.0, 0.0, 1.0]])
+
+    def project(points):
+        pixels = points @ k.T
+        return pixels[:, :2] / pixels[:, 2:]
+    pixels0 = project(scene)
+    pixels1 = project(scene @ turn.T + np.array([-0.1, 0.01, 0.0]))
+    fundamental = fit_fundamental(pixels0, pixels1)
+    assert fundamental is not None
+    assert fundamental_inliers(fundamental, pixels0, pixels1, 1e-3).all()
+    off_line = pixels1 + np.array([0.0, 6.0])  # the epipolar lines run about sideways
+    assert not fundamental_inliers(fundamental, pixels0, off_line, 3.0).any()
+    assert fit_fundamental(pixels0[:7], pixels1[:7]) is None
 
 
 def test_estimate_homography_recovers_truth_deterministically():

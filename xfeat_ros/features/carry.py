@@ -20,7 +20,7 @@ verified matches did not continue is looked for in the current frame's map
 3. the found position is kept when the similarity reaches ``min_cossim``,
    the peak lies inside the window (not on its edge), and it agrees with
    the fundamental matrix of the verified matches within
-   ``epipolar_px`` (:func:`epipolar_distance`);
+   ``epipolar_px`` (:func:`xfeat_ros.features.ransac.fundamental_inliers`);
 4. the found positions are taken best first, each at least
    ``separation_px`` from the tracked detections and the other carried
    ones; one that lands that close to a detection no track continues hands
@@ -35,14 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from xfeat_ros.features.geometry import fit_fundamental
 from xfeat_ros.features.postprocess import cubic_weights, l2_normalize, sample_coords
+from xfeat_ros.features.ransac import fundamental_inliers
 
 CARRY_RADIUS_PX = 8          # search window half-size around the predicted position
 CARRY_MIN_COSSIM = 0.85      # similarity a carried position must reach
 CARRY_EPIPOLAR_PX = 1.5      # distance to the epipolar line of the frame pair's F
 CARRY_SEPARATION_PX = 3.0    # from tracked detections and other carried keypoints
 FLOW_NEIGHBOURS = 8          # verified matches whose median flow predicts a position
-MIN_FIT_MATCHES = 8          # verified matches needed for F (and for any carry)
 _CHUNK = 128                 # lost keypoints sampled at once (bounds the window arrays)
 
 
@@ -190,42 +191,6 @@ def window_descriptors(dense, centres, radius):
     return positions, l2_normalize(values, axis=2).astype(np.float32, copy=False)
 
 
-def fit_fundamental(source, target):
-    """
-    Least-squares fundamental matrix (float64 [3, 3]) of verified matches, or None.
-
-    ``source`` / ``target`` float [M, 2]; the matches already passed the
-    tracks' RANSAC check, so the normalised 8-point fit of all of them is
-    used. None with fewer than :data:`MIN_FIT_MATCHES` or a degenerate fit.
-    """
-    if len(source) < MIN_FIT_MATCHES:
-        return None
-    import cv2
-    fundamental, _ = cv2.findFundamentalMat(np.asarray(source, np.float64),
-                                            np.asarray(target, np.float64), cv2.FM_8POINT)
-    if fundamental is None or fundamental.shape != (3, 3) or not np.isfinite(fundamental).all():
-        return None
-    return fundamental
-
-
-def epipolar_distance(fundamental, points0, points1):
-    """
-    Larger of the two point-to-epipolar-line distances, pixels float64 [M].
-
-    ``fundamental`` float [3, 3] with x1^T F x0 = 0; ``points0`` / ``points1``
-    float [M, 2]. Infinite where a line is undefined.
-    """
-    x0 = np.hstack([np.asarray(points0, np.float64).reshape(-1, 2), np.ones((len(points0), 1))])
-    x1 = np.hstack([np.asarray(points1, np.float64).reshape(-1, 2), np.ones((len(points1), 1))])
-    line1 = x0 @ fundamental.T
-    line0 = x1 @ fundamental
-    algebraic = np.abs(np.sum(x1 * line1, axis=1))
-    with np.errstate(divide='ignore', invalid='ignore'):
-        d1 = algebraic / np.hypot(line1[:, 0], line1[:, 1])
-        d0 = algebraic / np.hypot(line0[:, 0], line0[:, 1])
-    return np.nan_to_num(np.maximum(d0, d1), nan=np.inf)
-
-
 def best_in_windows(dense, centres, references, radius, image_hw):
     """
     Return each centre's best window position: ``(positions, descriptors, similarity)``.
@@ -277,8 +242,8 @@ def carry_tracks(points0, descriptors0, lost, source, target, dense, image_hw, d
     current); ``dense`` the current frame's :class:`DenseMap` and
     ``image_hw`` its size; ``detections`` float [N1, 2] its detected
     keypoints, ``claimed`` bool [N1] where a track already continues on one.
-    Returns a :class:`Carried`; nothing is carried without
-    :data:`MIN_FIT_MATCHES` verified matches.
+    Returns a :class:`Carried`; nothing is carried without a fundamental
+    matrix of the verified matches (8 or more: :func:`fit_fundamental`).
     """
     channels = dense.feats.shape[0]
     lost = np.asarray(lost, dtype=np.int64).reshape(-1)
@@ -291,7 +256,7 @@ def carry_tracks(points0, descriptors0, lost, source, target, dense, image_hw, d
     positions, described, similarity = best_in_windows(
         dense, centres, np.asarray(descriptors0, np.float32)[lost], radius, image_hw)
     good = similarity >= min_cossim
-    good &= epipolar_distance(fundamental, start, positions) < epipolar_px
+    good &= fundamental_inliers(fundamental, start, positions, epipolar_px)
     candidates = np.nonzero(good)[0]
     candidates = candidates[np.argsort(-similarity[candidates], kind='stable')]
     detections = np.asarray(detections, dtype=np.float64).reshape(-1, 2)

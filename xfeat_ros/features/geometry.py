@@ -124,6 +124,24 @@ def epipolar_inliers(points0, points1, threshold_px=EPIPOLAR_THRESHOLD_PX):
     return np.zeros(count, dtype=bool) if mask is None else mask.reshape(-1) > 0
 
 
+def fit_fundamental(points0, points1):
+    """
+    Least-squares fundamental matrix (float64 [3, 3], x1^T F x0 = 0) of verified matches.
+
+    ``points0`` / ``points1`` float [M, 2] that already passed a robust check
+    (:func:`epipolar_inliers`, the GPU engine's): the normalised 8-point fit of
+    all of them. None with fewer than 8 matches or a degenerate fit.
+    """
+    if len(points0) < MIN_VERIFY_MATCHES:
+        return None
+    import cv2
+    fundamental, _ = cv2.findFundamentalMat(np.asarray(points0, np.float64),
+                                            np.asarray(points1, np.float64), cv2.FM_8POINT)
+    if fundamental is None or fundamental.shape != (3, 3) or not np.isfinite(fundamental).all():
+        return None
+    return fundamental
+
+
 def essential_pose(points0, points1, camera_matrix, dist_coeffs=None, threshold_px=1.0):
     """
     Relative pose from matched pixels by essential-matrix RANSAC.

@@ -301,9 +301,17 @@ def score_models(models, points0, points1, threshold_px, chunk=256):
     return scores
 
 
-def _inliers64(f, p0, p1, threshold_px):
+def fundamental_inliers(fundamental, points0, points1, threshold_px):
+    """
+    Return a bool [M] mask: each point within ``threshold_px`` of the other's epipolar line.
+
+    :func:`inlier_test` (the larger of the two point-to-line distances) in
+    double precision, for one known ``fundamental`` and float [M, 2] points.
+    """
+    p0 = np.asarray(points0, np.float64).reshape(-1, 2)
+    p1 = np.asarray(points1, np.float64).reshape(-1, 2)
     t = float(threshold_px)
-    return inlier_test(np.asarray(f, np.float64).reshape(1, 9), p0[:, 0], p0[:, 1],
+    return inlier_test(np.asarray(fundamental, np.float64).reshape(1, 9), p0[:, 0], p0[:, 1],
                        p1[:, 0], p1[:, 1], t * t)[0]
 
 
@@ -333,7 +341,7 @@ def ransac_fundamental(points0, points1, threshold_px=3.0, samples=SAMPLES, seed
         return empty_fit(count)
     q0, q1 = p0.astype(np.float64), p1.astype(np.float64)
     f = models.reshape(-1, 9)[best].astype(np.float64)
-    mask = _inliers64(f, q0, q1, threshold_px)
+    mask = fundamental_inliers(f, q0, q1, threshold_px)
     kept = int(mask.sum())
     for _ in range(REFINE_ROUNDS):
         if kept < MIN_MATCHES:
@@ -341,7 +349,7 @@ def ransac_fundamental(points0, points1, threshold_px=3.0, samples=SAMPLES, seed
         fitted = refit(f, q0, q1, mask)
         if fitted is None:
             break
-        new_mask = _inliers64(fitted, q0, q1, threshold_px)
+        new_mask = fundamental_inliers(fitted, q0, q1, threshold_px)
         new_kept = int(new_mask.sum())
         if new_kept < kept:
             break

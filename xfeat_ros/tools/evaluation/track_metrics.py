@@ -115,7 +115,8 @@ def first_frame_lifetimes(frames_ids):
     return lifetimes
 
 
-def _stat(values, fn, *args):
+def stat(values, fn, *args):
+    """Return ``fn(values, *args)`` of the finite values as a float; None where none is."""
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     return float(fn(values, *args)) if len(values) else None
@@ -133,9 +134,9 @@ def frame_stats(points, ages, width, height, cost_ms=None, grid=GRID):
     nearest = nearest_distances(points)
     return {'keypoints': int(len(_points(points))),
             'grid_coverage': grid_coverage(points, width, height, grid),
-            'min_distance_px': _stat(nearest, np.min),
-            'p1_distance_px': _stat(nearest, np.percentile, 1),
-            'median_age': _stat(ages, np.median),
+            'min_distance_px': stat(nearest, np.min),
+            'p1_distance_px': stat(nearest, np.percentile, 1),
+            'median_age': stat(ages, np.median),
             'cost_ms': None if cost_ms is None else float(cost_ms)}
 
 
@@ -164,23 +165,23 @@ def summarize(frames, frames_ids, skip_cost=1):
     return {
         'frames': len(frames),
         'tracks': int(len(lengths)),
-        'track_length_median': _stat(lengths, np.median),
-        'track_length_p90': _stat(lengths, np.percentile, 90),
-        'track_length_mean': _stat(lengths, np.mean),
+        'track_length_median': stat(lengths, np.median),
+        'track_length_p90': stat(lengths, np.percentile, 90),
+        'track_length_mean': stat(lengths, np.mean),
         'continued_tracks': int(len(continued)),
-        'continued_length_median': _stat(continued, np.median),
-        'continued_length_p90': _stat(continued, np.percentile, 90),
-        'first_frame_lifetime_median': _stat(first, np.median),
+        'continued_length_median': stat(continued, np.median),
+        'continued_length_p90': stat(continued, np.percentile, 90),
+        'first_frame_lifetime_median': stat(first, np.median),
         'first_frame_survival': (float(np.mean(first == len(frames_ids)))
                                  if len(first) else None),
-        'median_age': _stat(column('median_age'), np.median),
-        'keypoints_median': _stat(column('keypoints'), np.median),
-        'grid_coverage_median': _stat(column('grid_coverage'), np.median),
-        'grid_coverage_mean': _stat(column('grid_coverage'), np.mean),
-        'min_distance_px': _stat(column('min_distance_px'), np.min),
-        'p1_distance_px_median': _stat(column('p1_distance_px'), np.median),
-        'cost_ms_median': _stat(costs, np.median),
-        'cost_ms_mean': _stat(costs, np.mean),
+        'median_age': stat(column('median_age'), np.median),
+        'keypoints_median': stat(column('keypoints'), np.median),
+        'grid_coverage_median': stat(column('grid_coverage'), np.median),
+        'grid_coverage_mean': stat(column('grid_coverage'), np.mean),
+        'min_distance_px': stat(column('min_distance_px'), np.min),
+        'p1_distance_px_median': stat(column('p1_distance_px'), np.median),
+        'cost_ms_median': stat(costs, np.median),
+        'cost_ms_mean': stat(costs, np.mean),
     }
 
 

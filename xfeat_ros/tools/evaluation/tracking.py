@@ -51,7 +51,7 @@ from xfeat_ros.errors import CameraModelError, DatasetError, ParameterError
 from xfeat_ros.logs import package_logger
 from xfeat_ros.tools.evaluation.klt import KltSettings, KltTracker
 from xfeat_ros.tools.evaluation.track_metrics import (continuation_pairs, frame_stats, GRID,
-                                                      summarize, track_ends)
+                                                      stat, summarize, track_ends)
 from xfeat_ros.tools.image_files import list_sequence, read_image
 from xfeat_ros.tools.plumbing import git_commit, versions
 
@@ -259,12 +259,8 @@ def sequence_truth(folder, stamps):
 
 
 def _spread_of(values):
-    values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if not len(values):
-        return {'pairs': 0, 'median_px': None, 'p90_px': None}
-    return {'pairs': int(len(values)), 'median_px': float(np.median(values)),
-            'p90_px': float(np.percentile(values, 90))}
+    return {'pairs': int(np.isfinite(np.asarray(values, np.float64)).sum()),
+            'median_px': stat(values, np.median), 'p90_px': stat(values, np.percentile, 90)}
 
 
 def ground_truth_errors(trace, camera, poses, min_frames=5):
