@@ -105,20 +105,13 @@ def test_candidates_are_the_plain_detection_of_more_keypoints(cpu_pipeline):
     assert candidates.spread == Spread(12.0, top_k=100, min_cossim=MIN_COSSIM)
 
 
-@pytest.mark.parametrize('backend', ['pytorch', 'tensorrt', 'onnxruntime_cuda'])
-def test_carried_tracks_refuse_a_gpu_backend(backend, built, gpu_factory):
-    with pytest.raises(ParameterError, match='CPU engine'):
-        create_engine(EngineConfig(backend, carry_frames=3))
-    assert built == [] and gpu_factory == []
-
-
-def test_auto_takes_the_cpu_engine_for_carried_tracks(built, gpu_factory, caplog):
-    config = EngineConfig(carry_frames=3, min_distance=10.0)
+@pytest.mark.parametrize('backend', ['auto', 'pytorch', 'tensorrt', 'onnxruntime_cuda'])
+def test_a_gpu_backend_takes_carried_tracks(backend, built, gpu_factory, caplog):
     with caplog.at_level(logging.WARNING, logger='xfeat_ros.features.engine'):
-        assert create_engine(config) == 'cpu engine'
-    assert built == [config] and gpu_factory == []
-    assert config.spread == Spread(10.0, carry_frames=3) and config.spread.active
-    assert 'carry_frames 3 needs the CPU engine' in caplog.text
+        engine = create_engine(EngineConfig(backend, carry_frames=3, min_distance=10.0))
+    assert engine.name == backend and built == []
+    assert gpu_factory == [(backend, EngineConfig().top_k, Spread(10.0, carry_frames=3))]
+    assert caplog.text == ''
 
 
 def test_carry_settings_from_the_command_line_and_the_node(ros_parameters):

@@ -1,6 +1,11 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The node with carry_frames: lost tracks carried on, listed in Matches, counted."""
+"""
+The node with carry_frames: lost tracks carried on, listed in Matches, counted.
+
+On the CPU engine, and on the GPU engine (marked ``gpu``), which hands each frame's dense
+descriptor map to the host.
+"""
 
 from conftest import DATA_ROOT
 import numpy as np
@@ -10,19 +15,21 @@ from xfeat_ros.ros.messages import features_from_msg
 from xfeat_ros.tools.image_files import list_sequence
 
 pytestmark = pytest.mark.ros
+BACKENDS = ['onnxruntime', pytest.param('pytorch', marks=pytest.mark.gpu)]
 
 TOP_K = 300
 CARRY_FRAMES = 3
 FRAMES = 6
 
 
-def test_tracks_are_carried_and_every_continuation_is_a_match(weights_npz, tmp_path):
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_tracks_are_carried_and_every_continuation_is_a_match(backend, weights_npz, tmp_path):
     log = tmp_path / 'node.log'
     frames = list_sequence(DATA_ROOT / 'data' / 'tum_fr2_desk')[:FRAMES]
 
     def carried(client):
         return int(client.node_side.get('', {}).get('tracks_carried', 0))
-    client = run_sequence({'weights': str(weights_npz), 'backend': 'onnxruntime',
+    client = run_sequence({'weights': str(weights_npz), 'backend': backend,
                            'input_qos_reliability': 'reliable', 'queue_size': 100,
                            'top_k': TOP_K, 'carry_frames': CARRY_FRAMES}, frames, log,
                           until=lambda client: carried(client) > 0)

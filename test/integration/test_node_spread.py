@@ -1,6 +1,11 @@
 # Copyright 2026 xfeat_ros contributors
 # SPDX-License-Identifier: Apache-2.0
-"""The node with min_distance: keypoints spread apart, tracks placed first and growing."""
+"""
+The node with min_distance: keypoints spread apart, tracks placed first and growing.
+
+On the CPU engine, and on the GPU engine (marked ``gpu``), which selects every frame on
+the device (counted ``spread_selected_on_device`` on /diagnostics).
+"""
 
 import numpy as np
 import pytest
@@ -9,6 +14,7 @@ from xfeat_ros.ros.messages import features_from_msg
 from xfeat_ros.tools.image_files import list_sequence
 
 pytestmark = pytest.mark.ros
+BACKENDS = ['onnxruntime', pytest.param('pytorch', marks=pytest.mark.gpu)]
 
 MIN_DISTANCE = 20.0
 TOP_K = 1024
@@ -21,12 +27,22 @@ def min_pair_distance(keypoints):
     return distance[np.triu_indices(len(keypoints), 1)].min()
 
 
-def test_published_keypoints_are_spread_and_tracks_grow(shared_dir, weights_npz, tmp_path):
+def counter(client, name):
+    return int(client.node_side.get('', {}).get(name, 0))
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_published_keypoints_are_spread_and_tracks_grow(backend, shared_dir, weights_npz,
+                                                        tmp_path):
     log = tmp_path / 'node.log'
     frames = list_sequence(shared_dir / 'data' / 'tum_fr2_desk')[:FRAMES]
-    client = run_sequence({'weights': str(weights_npz), 'backend': 'onnxruntime',
+    on_device = backend != 'onnxruntime'
+    client = run_sequence({'weights': str(weights_npz), 'backend': backend,
                            'input_qos_reliability': 'reliable', 'queue_size': 100,
-                           'top_k': TOP_K, 'min_distance': MIN_DISTANCE}, frames, log)
+                           'top_k': TOP_K, 'min_distance': MIN_DISTANCE}, frames, log,
+                          until=lambda c: not on_device or counter(
+                              c, 'spread_selected_on_device') == FRAMES)
+    assert counter(client, 'spread_selected_on_host') == 0
     published = []
     for msg in client.keypoints['']:
         features = features_from_msg(msg)

@@ -11,11 +11,10 @@ PyTorch are optional dependencies of the CPU path.
 from dataclasses import fields
 
 from xfeat_ros.defaults import MIN_COSSIM, THRESHOLD, TOP_K
-from xfeat_ros.errors import BackendError, ParameterError
+from xfeat_ros.errors import BackendError
 from xfeat_ros.features.backbone import OnnxRuntimeBackbone
 from xfeat_ros.features.engine import BACKENDS, CPU_BACKEND, CpuEngine, EngineConfig
 from xfeat_ros.features.network_onnx import build_model
-from xfeat_ros.features.spread import CARRY_CPU_ONLY
 from xfeat_ros.features.weights import load_weights, resolve_weights
 from xfeat_ros.logs import package_logger
 
@@ -41,8 +40,7 @@ def create_engine(config=EngineConfig(), logger=None):
     engine, saying why in ``logger`` (a ``logging`` or rclpy logger).
     Weights problems raise :class:`xfeat_ros.errors.WeightsError` whatever the
     backend; invalid spread settings (``min_distance``, the grid) raise
-    :class:`xfeat_ros.errors.ParameterError` before any engine is built, as
-    does ``carry_frames`` with a GPU backend (``auto`` then takes the CPU engine).
+    :class:`xfeat_ros.errors.ParameterError` before any engine is built.
     """
     log = logger or LOG
     if config.backend not in BACKENDS:
@@ -51,12 +49,6 @@ def create_engine(config=EngineConfig(), logger=None):
     if config.backend == CPU_BACKEND:
         return cpu_engine(config)
     spread = config.spread  # validates the spread settings first
-    if spread.carry_frames > 0:
-        if config.backend != 'auto':
-            raise ParameterError(f'carry_frames {spread.carry_frames}: {CARRY_CPU_ONLY}')
-        log.warning(f'backend auto: carry_frames {spread.carry_frames} needs the CPU engine; '
-                    f'using {CPU_BACKEND}')
-        return cpu_engine(config)
     try:
         from xfeat_ros.features.gpu.factory import create_gpu_engine  # CuPy, PyTorch: optional
         engine = create_gpu_engine(config.backend, config.weights, config.gpu, config.top_k,
@@ -102,7 +94,7 @@ def add_engine_args(parser, backend='auto'):
                        help='spread grid: most keypoints per cell (with --grid-cell-px; 0: off)')
     group.add_argument('--carry-frames', type=int, default=0,
                        help='longer tracks: a lost track is looked for in the dense descriptor '
-                            'map, up to this many frames in a row (0: off; CPU engine)')
+                            'map, up to this many frames in a row (0: off)')
     return group
 
 

@@ -33,6 +33,8 @@ class Features:
     tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
     ``dense``: the frame's :class:`xfeat_ros.features.carry.DenseMap` where
     the selection carries lost tracks (``spread.carry_frames`` > 0), else None.
+    ``selected``: the :class:`xfeat_ros.features.spread.Selected` an engine
+    made on its device for these candidates, else None.
     """
 
     keypoints: np.ndarray
@@ -42,6 +44,7 @@ class Features:
     wire: object = None
     spread: object = None
     dense: object = None
+    selected: object = None
 
     def __len__(self):
         """Return the number of keypoints."""

@@ -26,8 +26,6 @@ import numpy as np
 from xfeat_ros.errors import ParameterError
 
 CANDIDATE_FACTOR = 2  # candidates detected per kept keypoint while the spread is active
-CARRY_CPU_ONLY = ('carrying tracks through the dense descriptor map runs on the CPU engine '
-                  '(backend onnxruntime, or auto); the GPU engine keeps that map on the device')
 
 
 @dataclass(frozen=True)
@@ -80,6 +78,26 @@ class Spread:
 
 
 NO_SPREAD = Spread()
+
+
+@dataclass(frozen=True)
+class Selected:
+    """
+    A spread selection an engine made on its device (:mod:`xfeat_ros.features.gpu.spread`).
+
+    ``kept`` int64 [K]: the kept candidates in placement order, as
+    :func:`select_spread` returns them; ``ages`` uint32 [N]: the track age of
+    each candidate it was made with, 0 for a candidate that starts a track.
+    """
+
+    kept: np.ndarray
+    ages: np.ndarray
+
+    def made_with(self, ages, tracked):
+        """Tell whether it was made with these ``ages`` of the ``tracked`` candidates."""
+        return np.array_equal(self.ages.astype(np.int64),
+                              np.where(np.asarray(tracked, dtype=bool),
+                                       np.asarray(ages, dtype=np.int64), 0))
 
 
 def selection_order(scores, ages, tracked):

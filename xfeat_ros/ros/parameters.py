@@ -90,7 +90,7 @@ PARAMETERS = {
     'carry_frames': _int('longer tracks: a keypoint whose track the matches lose is looked for '
                          "in the next image's dense descriptor map near its predicted place, "
                          'up to this many frames in a row; carried keypoints are published as '
-                         'tracked ones, top_k the cap (0: off; CPU engine only)',
+                         'tracked ones, top_k the cap (0: off)',
                          _ENGINE.carry_frames, 0, 10000),
     'max_frames_in_flight': _int('most frames (across cameras) submitted to the engine as one '
                                  'group; frames that arrive while a group runs form the next',

@@ -423,7 +423,14 @@ class CameraStream:
             candidates, ages, origin, streak = self._carry(base, candidates, ages, origin,
                                                            streak, spread.carry_frames)
         tracked = origin >= 0
-        kept = select_spread(candidates.keypoints, candidates.scores, ages, tracked, spread)
+        selected = None if carry else candidates.selected  # made on the engine's device
+        if selected is not None and selected.made_with(ages, tracked):
+            kept = selected.kept
+            self.count('spread_selected_on_device')
+        else:
+            if selected is not None:  # the device's chain of tracks parted from this stream's
+                self.count('spread_selected_on_host')
+            kept = select_spread(candidates.keypoints, candidates.scores, ages, tracked, spread)
         index = published_index(len(candidates), kept)
         origin, ages = origin[kept], ages[kept]
         ids = np.zeros(len(kept), dtype=np.uint64)

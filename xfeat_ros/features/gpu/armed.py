@@ -47,6 +47,7 @@ import numpy as np
 from xfeat_ros.errors import ImageError
 from xfeat_ros.features.gpu import kernels, ops, results as host_results, upload
 from xfeat_ros.features.gpu.buffers import copy_async, message_bytes, PinnedBuffer
+from xfeat_ros.features.gpu.spread import select_unmatched, selects_on_device
 from xfeat_ros.features.image_codec import ImageLayout, validate_layout
 from xfeat_ros.features.preprocess import model_size
 
@@ -161,6 +162,7 @@ def arm(engine, like, slot, previous=None, placement=None, tracks=None):
         # synchronizes implicitly and could wait for this very gate.
         PinnedBuffer(4, np.int32)
         # The same for the block its results are copied into, behind its work (below).
+        slot.selects = selects_on_device(engine)  # its prefetch copies the selection too
         block, placed = host_results.prefetch_block(slot, placement)
         started = cupy.cuda.Event()
         frame = (slot, height, width, info, step, big_endian)
@@ -184,6 +186,7 @@ def arm(engine, like, slot, previous=None, placement=None, tracks=None):
         engine.submit_match(previous, slot)
     marks.append(('match', time.perf_counter()))
     engine.flush()
+    select_unmatched(engine)  # a frame matched to nothing: its selection joins the chain
     if made_from is not None:
         with cupy.cuda.Device(engine.gpu):
             out = slot.tracks
@@ -247,6 +250,7 @@ def cancel(engine):
     armed.slot.submitted = False
     armed.slot.matched = False
     armed.slot.tracked = None
+    armed.slot.selects = False
     engine.arm_counts['cancelled'] += 1
 
 

@@ -106,6 +106,9 @@ class GpuSlot:
         self.matches = matching.alloc_match_output(self.capacity)
         self.epipolar = alloc_epipolar_output(self.capacity)
         self.tracks = ops.alloc_track_output(self.capacity)
+        self.selection = ops.alloc_spread_output(self.capacity)  # used by a spreading engine
+        self.selects = False  # its frame's spread selection is made on the device
+        self.dense = None  # its frame's dense map on the host, where tracks are carried
         self.host_counts = PinnedBuffer(8, np.int32)
         self.host_counts.array[:] = 0
         self.count_ref = (self.host_counts, 0)

@@ -54,12 +54,13 @@ from xfeat_ros.errors import BackendError, DescriptorLayoutError
 from xfeat_ros.features.engine import Capabilities, GPU_BACKENDS
 from xfeat_ros.features.gpu import armed, host_pairs, jpeg, kernels, ops, upload
 from xfeat_ros.features.gpu import results as host_results
+from xfeat_ros.features.gpu import spread as device_spread
 from xfeat_ros.features.gpu.buffers import (batch_capacity, copy_async, cupy_module, GpuSlot,
                                             HostCopier, message_bytes, PinnedBuffer, TableRing,
                                             Workspace)
 from xfeat_ros.features.gpu.pair_graph import PairMatcher, PairSettings
 from xfeat_ros.features.pipeline import DESCRIPTOR_SIZE
-from xfeat_ros.features.spread import CARRY_CPU_ONLY, NO_SPREAD
+from xfeat_ros.features.spread import NO_SPREAD
 from xfeat_ros.logs import package_logger
 
 LOG = package_logger(__name__)
@@ -100,11 +101,10 @@ class GpuEngine:
         :meth:`~xfeat_ros.features.spread.Spread.candidates` of ``top_k`` spread
         candidates, as the CPU engine's: the runtime keeps the published ones once
         the frame's tracks are known (:meth:`xfeat_ros.runtime.stream.CameraStream.advance`).
-        Carried tracks (``spread.carry_frames``) need the dense descriptor map on
-        the host, which this engine does not hand out: :class:`BackendError`.
+        Frames of a spread of a radius or a grid are selected on the device too
+        (:mod:`.spread`); with carried tracks (``spread.carry_frames``) each
+        frame's dense descriptor map goes to the host with its features.
         """
-        if spread.carry_frames > 0:
-            raise BackendError(f'carry_frames {spread.carry_frames}: {CARRY_CPU_ONLY}')
         cupy = cupy_module()
         self.cupy = cupy
         self.gpu = int(gpu)
@@ -128,6 +128,7 @@ class GpuEngine:
         self._workspaces = OrderedDict()
         self._pending = OrderedDict()  # (mh, mw) -> [(slot, height, width)] awaiting a flush
         self._queued = []  # (previous, slot, tensor_cores) matches awaiting a flush
+        self._unselected = {}  # id -> flushed slot whose device spread selection waits (.spread)
         self._pair_slots = [None, None]  # match_features' descriptor uploads
         self._in_flight = deque()  # (event, pinned block) kept until the copy into it passed
         self._armed = None  # the next frame's chain enqueued behind a gate (armed.py)
@@ -146,6 +147,7 @@ class GpuEngine:
                 modules = {'preprocess.cu': kernels.preprocess_module(self.gpu),
                            'gate.cu': kernels.gate_module(self.gpu),
                            'tracks.cu': kernels.tracks_module(self.gpu),
+                           'spread.cu': kernels.spread_module(self.gpu),
                            'detect.cu': kernels.detect_module(self.gpu),
                            'describe.cu': kernels.describe_module(self.gpu, self.desc_dim),
                            'match.cu': kernels.match_module(self.desc_dim, self.gpu),
@@ -170,6 +172,7 @@ class GpuEngine:
         """Change detection or matching settings; frames submitted before keep the old ones."""
         armed.cancel(self)
         self.flush()
+        device_spread.select_unmatched(self)
         if top_k is not None:
             self.top_k = int(top_k)
         if threshold is not None:
@@ -347,7 +350,12 @@ class GpuEngine:
         copied = cupy.cuda.Event(disable_timing=True)
         copied.record(stream)
         self._in_flight.append((copied, counts))
+        selects = device_spread.selects_on_device(self)
+        device_spread.dense_to_host(self, ws, batch if k > 0 else ())
         for f, (slot, *_) in enumerate(batch):
+            slot.selects = selects
+            if selects:  # enqueued behind its match, or on its own (select_unmatched)
+                self._unselected[id(slot)] = slot
             slot.count_ref = (counts, f)
             slot.pending = False
             slot.marks.extend(self.last_flush_marks)
@@ -357,8 +365,9 @@ class GpuEngine:
             slot.done.record(stream)
 
     def _enqueue_matches(self, pairs):
-        """Enqueue ``[(previous, slot, tensor_cores)]`` as one graph (:mod:`.pair_graph`)."""
+        """Enqueue ``[(previous, slot, tensor_cores)]`` as one graph, then their selections."""
         self._pairs.enqueue(pairs, self._pair_settings())
+        device_spread.select_matched(self, pairs)
 
     def flush(self):
         """Enqueue every waiting batch (one backbone call per model size), then queued matches."""
@@ -425,6 +434,8 @@ class GpuEngine:
         spread neither applies (the published keypoints are chosen on the host,
         after the chain), so both are ignored.
         """
+        if self.spread.carry_frames > 0:
+            return False  # the dense map's pinned block is taken per frame: never behind a gate
         if self.spread.active:
             placement = tracks = None
         return armed.arm(self, like, slot, previous, placement, tracks)
@@ -478,6 +489,7 @@ class GpuEngine:
         """Flush, then one stream synchronization for every outstanding slot."""
         armed.cancel(self)
         self.flush()
+        device_spread.select_unmatched(self)
         with self.cupy.cuda.Device(self.gpu):
             self.stream.synchronize()
 
@@ -487,12 +499,17 @@ class GpuEngine:
             armed.cancel(self)
         with self.cupy.cuda.Device(self.gpu):
             found = host_results.fetch(slots, kinds, self.copy_stream, self.stream,
-                                       flush=lambda slot: self._waiting(slot) and self.flush(),
-                                       behind_done=self._armed is not None)
+                                       flush=self._complete, behind_done=self._armed is not None)
         for slot in slots:  # their uploads passed before the copies waited for
             if getattr(slot, 'submitted', False):
                 slot.upload_source = None
         return found
+
+    def _complete(self, slot):
+        """Enqueue whatever of ``slot``'s work is still deferred (its batch, its selection)."""
+        if self._waiting(slot):
+            self.flush()
+        device_spread.select_unmatched(self)
 
     def results(self, slots):
         """
@@ -502,16 +519,26 @@ class GpuEngine:
         pinned block and synchronizes once (cheaper than ``features`` and
         ``matches`` per slot). ``None`` where a slot holds no (matched) frame.
         """
-        kinds = (host_results.FEATURES, host_results.MATCHES)
+        kinds = (host_results.FEATURES, host_results.MATCHES, host_results.SELECTION)
         found = self._fetch(slots, kinds)
-        return [tuple(found.get((id(s), kind)) for kind in kinds) for s in slots]
+        return [(_with_selection(found, s), found.get((id(s), host_results.MATCHES)))
+                for s in slots]
 
     def features(self, slot):
         """Host :class:`Features` of a submitted slot (copies ``count`` rows), else None."""
-        kind = host_results.FEATURES
-        return self._fetch([slot], (kind,)).get((id(slot), kind))
+        found = self._fetch([slot], (host_results.FEATURES, host_results.SELECTION))
+        return _with_selection(found, slot)
 
     def matches(self, slot):
         """Host :class:`MatchResult` of a matched slot (copies ``count`` rows), else None."""
         kind = host_results.MATCHES
         return self._fetch([slot], (kind,)).get((id(slot), kind))
+
+
+def _with_selection(found, slot):
+    """Return the slot's Features, with its device selection and dense map where it has them."""
+    features = found.get((id(slot), host_results.FEATURES))
+    if features is not None:
+        features.selected = found.get((id(slot), host_results.SELECTION))
+        features.dense = slot.dense
+    return features

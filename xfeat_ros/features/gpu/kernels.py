@@ -37,6 +37,7 @@ ENTRY_POINTS = {
     'preprocess.cu': ('decode_resize',),
     'gate.cu': ('gate_wait',),
     'tracks.cu': ('continue_tracks',),
+    'spread.cu': ('spread_ages', 'spread_rank', 'spread_select'),
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
@@ -105,10 +106,24 @@ RANSAC_HYPOTHESIS_THREADS = 64  # ransac.cu ransac_hypotheses: any block size (n
 GATE_CLOSED, GATE_OPEN, GATE_CANCELLED = 0, 1, 2
 GATE_POLL_NS = 256          # gate.cu gate_wait: sleep between two reads of the word
 TRACK_THREADS = 1024        # tracks.cu continue_tracks: threads of its one block
+SPREAD_THREADS = 1024       # spread.cu spread_ages / spread_select: threads of the one block
+SPREAD_RANK_THREADS = 128   # spread.cu spread_rank: threads per block
+SPREAD_RANK_SPLIT = 8       # spread.cu spread_rank: threads sharing one candidate's count
+SPREAD_RANK_TILE = 2048     # spread.cu spread_rank: keys per shared-memory tile (16 KiB)
+SPREAD_BUCKETS = 1024       # spread.cu spread_select: hashed buckets of each neighbour list
+SPREAD_SCRATCH_PER = 6      # spread.cu spread_select: int32 scratch words per candidate
+# spread.cu spread_select: most candidates of a frame (one byte of shared memory each)
+SPREAD_MAX_CANDIDATES = 16384
 LAUNCH_DEFINES = {
     'preprocess.cu': (),
     'gate.cu': (('GATE_CLOSED', GATE_CLOSED), ('GATE_POLL_NS', GATE_POLL_NS)),
     'tracks.cu': (('TRACK_THREADS', TRACK_THREADS),),
+    'spread.cu': (('SPREAD_THREADS', SPREAD_THREADS),
+                  ('SPREAD_RANK_THREADS', SPREAD_RANK_THREADS),
+                  ('SPREAD_RANK_SPLIT', SPREAD_RANK_SPLIT),
+                  ('SPREAD_RANK_TILE', SPREAD_RANK_TILE), ('SPREAD_BUCKETS', SPREAD_BUCKETS),
+                  ('SPREAD_SCRATCH_PER', SPREAD_SCRATCH_PER),
+                  ('SPREAD_MAX_CANDIDATES', SPREAD_MAX_CANDIDATES)),
     'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),
                   ('SELECT_THREADS', SELECT_THREADS), ('RANK_THREADS', RANK_THREADS),
                   ('RANK_SPLIT', RANK_SPLIT), ('RANK_TILE', RANK_TILE)),
@@ -203,6 +218,11 @@ def tracks_variant():
     return KernelVariant('tracks.cu', LAUNCH_DEFINES['tracks.cu'], BASE_OPTIONS)
 
 
+def spread_variant():
+    """Spread selection of a frame: track ages, placement order, greedy keep (exact floats)."""
+    return KernelVariant('spread.cu', LAUNCH_DEFINES['spread.cu'], EXACT_OPTIONS)
+
+
 def frame_table_defines(*fields):
     """``FT_FIELDS`` and ``FT_<NAME>`` (word index) macros of the frame-table fields named."""
     return (('FT_FIELDS', FRAME_FIELDS),) + tuple(
@@ -284,8 +304,8 @@ def backbone_variant():
 
 def variants():
     """Every kernel variant the GPU path compiles (for the NVRTC compile test)."""
-    return ([preprocess_variant(), gate_variant(), tracks_variant(), detect_variant(),
-             describe_variant(), backbone_variant()]
+    return ([preprocess_variant(), gate_variant(), tracks_variant(), spread_variant(),
+             detect_variant(), describe_variant(), backbone_variant()]
             + [match_variant(width) for width in MATCH_WIDTHS]
             + [match_tc_variant(width) for width in MATCH_WIDTHS]
             + [match_refine_variant(width) for width in MATCH_WIDTHS]
@@ -319,6 +339,12 @@ def gate_module(device_id=0):
 def tracks_module(device_id=0):
     """Compiled ``tracks.cu`` on a device (memoized)."""
     return _raw_module(tracks_variant(), device_id)
+
+
+@functools.lru_cache(maxsize=None)
+def spread_module(device_id=0):
+    """Compiled ``spread.cu`` on a device (memoized)."""
+    return _raw_module(spread_variant(), device_id)
 
 
 @functools.lru_cache(maxsize=None)

@@ -182,6 +182,35 @@ def alloc_track_output(capacity):
                        cp.zeros(n, dtype=cp.uint64), cp.zeros(n, dtype=cp.uint32))
 
 
+@dataclass(frozen=True)
+class SpreadOutput:
+    """
+    A slot's device selection (capacity ``N`` candidates).
+
+    ``ages`` uint32 [N] (0: a new track), ``order`` int32 [N], ``kept``
+    int32 [N] (first ``kept_count`` valid), ``kept_count`` int32 [1],
+    ``kept_age`` uint32 [N] (0: dropped; read by the next frame) and the
+    select kernel's int32 scratch.
+    """
+
+    ages: object
+    order: object
+    kept: object
+    kept_count: object
+    kept_age: object
+    scratch: object
+
+
+def alloc_spread_output(capacity):
+    """Device :class:`SpreadOutput` for ``capacity`` candidates (current device)."""
+    cp = _cupy()
+    n = max(int(capacity), 0)
+    return SpreadOutput(cp.zeros(n, dtype=cp.uint32), cp.zeros(n, dtype=cp.int32),
+                        cp.zeros(n, dtype=cp.int32), cp.zeros(1, dtype=cp.int32),
+                        cp.zeros(n, dtype=cp.uint32),
+                        cp.zeros(kernels.SPREAD_SCRATCH_PER * max(n, 1), dtype=cp.int32))
+
+
 # -- frame tables ---------------------------------------------------------------------------
 
 def pack_scales(scale_w, scale_h):

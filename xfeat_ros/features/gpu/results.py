@@ -24,9 +24,13 @@ import numpy as np
 
 from xfeat_ros.features.gpu.buffers import copy_async, cupy_module, PinnedBuffer
 from xfeat_ros.features.pipeline import ContinuedTracks, Features, MatchResult
+from xfeat_ros.features.spread import Selected
 
 FEATURES = 'features'
 MATCHES = 'matches'
+SELECTION = 'selection'  # a spread selection made on the device (.spread)
+# each kind is copied where the slot's flag is set
+KIND_FLAGS = ((FEATURES, 'submitted'), (MATCHES, 'matched'), (SELECTION, 'selects'))
 
 
 def result_parts(slot, kinds, finished=True, checked=None):
@@ -54,6 +58,11 @@ def result_parts(slot, kinds, finished=True, checked=None):
                 parts += [(slot.tracks.ids, n), (slot.tracks.ages, n),
                           (slot.tracks.next_after, 1)]
         out.append((MATCHES, slot, parts))
+    if SELECTION in kinds:
+        selection = slot.selection
+        n = slot.keypoint_count() if finished else slot.capacity
+        out.append((SELECTION, slot, [(selection.kept, slot.capacity),
+                                      (selection.kept_count, 1), (selection.ages, n)]))
     return out
 
 
@@ -160,7 +169,8 @@ def prefetch_block(slot, place=None):
     may synchronize implicitly and wait for it.
     """
     # the mask counted whatever the slot's last match was: this frame's check is set later
-    requests = result_parts(slot, (FEATURES, MATCHES), finished=False, checked=True)
+    kinds = (FEATURES, MATCHES) + ((SELECTION,) if getattr(slot, 'selects', False) else ())
+    requests = result_parts(slot, kinds, finished=False, checked=True)
     parts = [part for _, _, kind_parts in requests for part in kind_parts]
     found = place(slot.capacity, slot.desc_dim) if place is not None else None
     if found is None:
@@ -184,8 +194,7 @@ def prefetch(slot, stream, block=None, placed=()):
     instead of enqueuing its own. The caller keeps the block (``views``)
     alive until ``event`` has passed, whether the frame comes or not.
     """
-    kinds = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
-             if getattr(slot, flag, False)]
+    kinds = [kind for kind, flag in KIND_FLAGS if getattr(slot, flag, False)]
     requests = result_parts(slot, kinds, finished=False)
     if FEATURES not in kinds:
         placed = ()
@@ -193,7 +202,10 @@ def prefetch(slot, stream, block=None, placed=()):
 
 
 def assemble(kind, slot, arrays):
-    """Build a host :class:`Features` or :class:`MatchResult` (rows cut to the slot's counts)."""
+    """Build a host :class:`Features`, :class:`MatchResult` or :class:`Selected` (rows cut)."""
+    if kind == SELECTION:
+        return Selected(arrays[0][:int(arrays[1][0])].astype(np.int64),
+                        arrays[2][:slot.keypoint_count()])
     if kind == FEATURES:
         n = slot.keypoint_count()
         return Features(arrays[0][:n], arrays[1][:n], arrays[2][:n], slot.image_hw,
@@ -223,7 +235,7 @@ def fetch(slots, kinds, early_stream, stream, flush, behind_done=False):
     """
     requests, copies = [], []
     for slot in slots:
-        wanted = [kind for kind, flag in ((FEATURES, 'submitted'), (MATCHES, 'matched'))
+        wanted = [kind for kind, flag in KIND_FLAGS
                   if kind in kinds and getattr(slot, flag, False)]
         if not wanted:
             continue
