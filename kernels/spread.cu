@@ -24,8 +24,17 @@
 //       every SPREAD_RANK_SPLIT-th key of a tile, the group sums by shuffles),
 //       SPREAD_RANK_THREADS per block, keys streamed through shared memory in tiles of
 //       SPREAD_RANK_TILE.
+//   spread_neighbours(keypoints, order, keypoint_count, capacity, radius, neighbours,
+//                     neighbour_counts)                  (radius > 0 only)
+//       By placement rank r: neighbour_counts[r] = how many candidates placed before r lie
+//       closer than the radius, neighbours[r * SPREAD_NEIGHBOURS + j] the ranks of the
+//       first SPREAD_NEIGHBOURS of them (a longer list is left to spread_select's buckets).
+//       Thread mapping: one thread per rank, SPREAD_NEIGHBOUR_THREADS per block, the
+//       earlier ranks' positions streamed through shared memory in tiles of
+//       SPREAD_RANK_TILE.
 //   spread_select(keypoints, order, ages, keypoint_count, capacity, radius, grid_cell,
-//                 max_per_cell, cap, scratch, kept, kept_count, kept_age)
+//                 max_per_cell, cap, neighbours, neighbour_counts, scratch, kept,
+//                 kept_count, kept_age)
 //       kept int32 [cap]: the kept candidates in placement order, kept_count int32 [1];
 //       kept_age uint32 [N]: a kept candidate's track age (its age, 1 when new), 0 where
 //       dropped (the next frame's prev_kept_age). radius <= 0: no radius; grid_cell <= 0:
@@ -36,9 +45,11 @@
 //       every candidate placed before it within the radius or in its cell is decided and
 //       neither holds. Each round decides at least the first undecided candidate, and the
 //       kept set equals the sequential pass's; the cap keeps its first `cap` members.
-//       Neighbours are found through two hashed bucket lists (radius cells of side
-//       radius: conflicts lie in the 3 x 3 around; grid cells), SPREAD_BUCKETS buckets
-//       each, built in shared memory. Distances in double without contraction (the host
+//       Radius conflicts come from spread_neighbours' lists; a candidate whose list
+//       overflowed, and the grid check, use two hashed bucket lists (radius cells of side
+//       radius: conflicts lie in the 3 x 3 around; grid cells), SPREAD_BUCKETS buckets each,
+//       each bucket's entries sorted by rank (a scan stops at the candidate itself; the
+//       grid's once the cell holds max_per_cell kept ones). Distances in double without contraction (the host
 //       compares (x - px)^2 + (y - py)^2 < radius^2 in float64); grid cells are
 //       floor(double(x) / grid_cell), as the host's.
 //       Thread mapping: one block of SPREAD_THREADS threads; the candidates' states
@@ -47,13 +58,15 @@
 //
 // Macros injected by the loader: SPREAD_THREADS (multiple of 32, at most 1024),
 // SPREAD_RANK_THREADS, SPREAD_RANK_SPLIT (power of two up to 32), SPREAD_RANK_TILE,
-// SPREAD_BUCKETS (power of two), SPREAD_SCRATCH_PER (int32 words of scratch per
-// candidate), SPREAD_MAX_CANDIDATES (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
+// SPREAD_NEIGHBOUR_THREADS, SPREAD_NEIGHBOURS (list length per candidate), SPREAD_BUCKETS
+// (power of two), SPREAD_SCRATCH_PER (int32 words of scratch per candidate),
+// SPREAD_MAX_CANDIDATES (xfeat_ros.features.gpu.kernels.LAUNCH_DEFINES).
 // Compiled with --fmad=false.
 
 #if !defined(SPREAD_THREADS) || !defined(SPREAD_RANK_THREADS) || !defined(SPREAD_RANK_SPLIT) \
     || !defined(SPREAD_RANK_TILE) || !defined(SPREAD_BUCKETS) || !defined(SPREAD_SCRATCH_PER) \
-    || !defined(SPREAD_MAX_CANDIDATES)
+    || !defined(SPREAD_MAX_CANDIDATES) || !defined(SPREAD_NEIGHBOUR_THREADS) \
+    || !defined(SPREAD_NEIGHBOURS)
 #error "spread.cu needs the loader's SPREAD_* launch macros"
 #endif
 #if SPREAD_THREADS % 32 != 0 || SPREAD_THREADS > 1024 || SPREAD_RANK_THREADS % 32 != 0
@@ -155,6 +168,59 @@ extern "C" __global__ void spread_rank(
     }
 }
 
+extern "C" __global__ void spread_neighbours(
+    const float* __restrict__ keypoints,
+    const int* __restrict__ order,
+    const int* __restrict__ keypoint_count,
+    int capacity,
+    double radius,
+    int* __restrict__ neighbours,
+    int* __restrict__ neighbour_counts)
+{
+    __shared__ float2 tile[SPREAD_RANK_TILE];
+    const int n = min(max(*keypoint_count, 0), capacity);
+    const int first = blockIdx.x * SPREAD_NEIGHBOUR_THREADS;
+    if (first >= n) {
+        return;
+    }
+    const int r = first + threadIdx.x;
+    const bool mine = r < n;
+    const double radius2 = radius * radius;
+    double x = 0.0, y = 0.0;
+    if (mine) {
+        const int c = order[r];
+        x = keypoints[2 * c];
+        y = keypoints[2 * c + 1];
+    }
+    int found = 0;
+    const int last = min(first + SPREAD_NEIGHBOUR_THREADS, n);  // ranks before it matter
+    for (int start = 0; start < last; start += SPREAD_RANK_TILE) {
+        const int size = min(SPREAD_RANK_TILE, last - start);
+        __syncthreads();
+        for (int t = threadIdx.x; t < size; t += SPREAD_NEIGHBOUR_THREADS) {
+            const int c = order[start + t];
+            tile[t] = make_float2(keypoints[2 * c], keypoints[2 * c + 1]);
+        }
+        __syncthreads();
+        if (mine) {
+            const int end = min(size, r - start);
+            for (int t = 0; t < end; ++t) {
+                const double ex = x - (double)tile[t].x;
+                const double ey = y - (double)tile[t].y;
+                if (ex * ex + ey * ey < radius2) {
+                    if (found < SPREAD_NEIGHBOURS) {
+                        neighbours[(long long)r * SPREAD_NEIGHBOURS + found] = start + t;
+                    }
+                    ++found;
+                }
+            }
+        }
+    }
+    if (mine) {
+        neighbour_counts[r] = found;
+    }
+}
+
 __device__ __forceinline__ unsigned int bucket_of(long long cx, long long cy)
 {
     const u64 h = (u64)cx * 0x9E3779B97F4A7C15ull ^ (u64)cy * 0xC2B2AE3D27D4EB4Full;
@@ -209,6 +275,8 @@ extern "C" __global__ void spread_select(
     int grid_cell,
     int max_per_cell,
     int cap,
+    const int* __restrict__ neighbours,
+    const int* __restrict__ neighbour_counts,
     int* __restrict__ scratch,
     int* __restrict__ kept,
     int* __restrict__ kept_count,
@@ -281,6 +349,23 @@ extern "C" __global__ void spread_select(
         }
     }
     __syncthreads();
+    for (int b = tid; b < 2 * SPREAD_BUCKETS; b += SPREAD_THREADS) {  // by rank, per bucket
+        const bool grid = b >= SPREAD_BUCKETS;
+        const int bucket = grid ? b - SPREAD_BUCKETS : b;
+        int* entries = grid ? grid_entries : radius_entries;
+        const int begin = grid ? grid_start[bucket] : radius_start[bucket];
+        const int end = grid ? grid_start[bucket + 1] : radius_start[bucket + 1];
+        for (int e = begin + 1; e < end; ++e) {
+            const int value = entries[e];
+            int at = e - 1;
+            while (at >= begin && entries[at] > value) {
+                entries[at + 1] = entries[at];
+                --at;
+            }
+            entries[at + 1] = value;
+        }
+    }
+    __syncthreads();
 
     // Rounds: decide what can be decided; a decision is final, so a state read while
     // another thread writes it is either still undecided (wait) or final (use it).
@@ -302,15 +387,31 @@ extern "C" __global__ void spread_select(
                 int full = 0;
                 for (int e = grid_start[b]; e < grid_start[b + 1]; ++e) {
                     const int q = grid_entries[e];
-                    if (q < r && gxs[q] == gx && gys[q] == gy) {
+                    if (q >= r) {
+                        break;
+                    }
+                    if (gxs[q] == gx && gys[q] == gy) {
                         const unsigned char s = status[q];
-                        full += s == KEPT;
                         pending |= s == UNDECIDED;
+                        if (s == KEPT && ++full >= max_per_cell) {
+                            break;
+                        }
                     }
                 }
                 drop = full >= max_per_cell;
             }
-            if (use_radius && !drop) {
+            const int listed = use_radius && !drop ? neighbour_counts[r] : 0;
+            if (listed > 0 && listed <= SPREAD_NEIGHBOURS) {
+                const int* list = neighbours + (long long)r * SPREAD_NEIGHBOURS;
+                for (int j = 0; j < listed; ++j) {
+                    const unsigned char s = status[list[j]];
+                    if (s == KEPT) {
+                        drop = true;
+                        break;
+                    }
+                    pending |= s == UNDECIDED;
+                }
+            } else if (listed > SPREAD_NEIGHBOURS) {
                 const long long cx = (long long)floor(x / radius);
                 const long long cy = (long long)floor(y / radius);
                 for (int dy = -1; dy <= 1 && !drop; ++dy) {
@@ -319,7 +420,7 @@ extern "C" __global__ void spread_select(
                         for (int e = radius_start[b]; e < radius_start[b + 1]; ++e) {
                             const int q = radius_entries[e];
                             if (q >= r) {
-                                continue;
+                                break;
                             }
                             const double ex = x - (double)xs[q];
                             const double ey = y - (double)ys[q];

@@ -37,7 +37,7 @@ ENTRY_POINTS = {
     'preprocess.cu': ('decode_resize',),
     'gate.cu': ('gate_wait',),
     'tracks.cu': ('continue_tracks',),
-    'spread.cu': ('spread_ages', 'spread_rank', 'spread_select'),
+    'spread.cu': ('spread_ages', 'spread_rank', 'spread_neighbours', 'spread_select'),
     'detect.cu': ('heatmap_softmax', 'nms_score', 'radix_hist', 'radix_select',
                   'gather_selected', 'rank_sorted'),
     'describe.cu': ('normalize_feats', 'describe'),
@@ -110,6 +110,8 @@ SPREAD_THREADS = 1024       # spread.cu spread_ages / spread_select: threads of 
 SPREAD_RANK_THREADS = 128   # spread.cu spread_rank: threads per block
 SPREAD_RANK_SPLIT = 8       # spread.cu spread_rank: threads sharing one candidate's count
 SPREAD_RANK_TILE = 2048     # spread.cu spread_rank: keys per shared-memory tile (16 KiB)
+SPREAD_NEIGHBOUR_THREADS = 128  # spread.cu spread_neighbours: threads (ranks) per block
+SPREAD_NEIGHBOURS = 32      # spread.cu: earlier neighbours listed per candidate
 SPREAD_BUCKETS = 1024       # spread.cu spread_select: hashed buckets of each neighbour list
 SPREAD_SCRATCH_PER = 6      # spread.cu spread_select: int32 scratch words per candidate
 # spread.cu spread_select: most candidates of a frame (one byte of shared memory each)
@@ -121,7 +123,9 @@ LAUNCH_DEFINES = {
     'spread.cu': (('SPREAD_THREADS', SPREAD_THREADS),
                   ('SPREAD_RANK_THREADS', SPREAD_RANK_THREADS),
                   ('SPREAD_RANK_SPLIT', SPREAD_RANK_SPLIT),
-                  ('SPREAD_RANK_TILE', SPREAD_RANK_TILE), ('SPREAD_BUCKETS', SPREAD_BUCKETS),
+                  ('SPREAD_RANK_TILE', SPREAD_RANK_TILE),
+                  ('SPREAD_NEIGHBOUR_THREADS', SPREAD_NEIGHBOUR_THREADS),
+                  ('SPREAD_NEIGHBOURS', SPREAD_NEIGHBOURS), ('SPREAD_BUCKETS', SPREAD_BUCKETS),
                   ('SPREAD_SCRATCH_PER', SPREAD_SCRATCH_PER),
                   ('SPREAD_MAX_CANDIDATES', SPREAD_MAX_CANDIDATES)),
     'detect.cu': (('NMS_BX', NMS_BLOCK[0]), ('NMS_BY', NMS_BLOCK[1]), ('RADIX_BITS', RADIX_BITS),

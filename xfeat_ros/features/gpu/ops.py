@@ -189,8 +189,10 @@ class SpreadOutput:
 
     ``ages`` uint32 [N] (0: a new track), ``order`` int32 [N], ``kept``
     int32 [N] (first ``kept_count`` valid), ``kept_count`` int32 [1],
-    ``kept_age`` uint32 [N] (0: dropped; read by the next frame) and the
-    select kernel's int32 scratch.
+    ``kept_age`` uint32 [N] (0: dropped; read by the next frame), the earlier
+    neighbours within the radius by rank (``neighbours`` int32 [N,
+    SPREAD_NEIGHBOURS], ``neighbour_counts`` int32 [N]) and the select
+    kernel's int32 scratch (``spread.cu``, :mod:`xfeat_ros.features.gpu.spread`).
     """
 
     ages: object
@@ -198,6 +200,8 @@ class SpreadOutput:
     kept: object
     kept_count: object
     kept_age: object
+    neighbours: object
+    neighbour_counts: object
     scratch: object
 
 
@@ -208,6 +212,8 @@ def alloc_spread_output(capacity):
     return SpreadOutput(cp.zeros(n, dtype=cp.uint32), cp.zeros(n, dtype=cp.int32),
                         cp.zeros(n, dtype=cp.int32), cp.zeros(1, dtype=cp.int32),
                         cp.zeros(n, dtype=cp.uint32),
+                        cp.zeros((max(n, 1), kernels.SPREAD_NEIGHBOURS), dtype=cp.int32),
+                        cp.zeros(max(n, 1), dtype=cp.int32),
                         cp.zeros(kernels.SPREAD_SCRATCH_PER * max(n, 1), dtype=cp.int32))
 
 

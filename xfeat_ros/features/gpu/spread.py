@@ -11,6 +11,7 @@ previous frame::
     spread_ages   candidate ages: a verified match from a keypoint the previous
                   frame kept continues its track (previous slot's kept_age + 1)
     spread_rank   placement order: oldest track first, then by score, ties by index
+    spread_neighbours  each candidate's earlier neighbours within the radius (many blocks)
     spread_select the greedy radius / grid pass -> kept indices, count, kept_age
 
 The previous frame's kept ages never leave the device: the chain of a
@@ -66,13 +67,20 @@ def enqueue(engine, slot, previous=None):
         ops.function(module, 'spread_rank')(
             (ops.blocks(out.ages.size, per_block),), (kernels.SPREAD_RANK_THREADS,),
             (slot.scores, out.ages, slot.count, capacity, out.order))
+        radius = np.float64(spread.min_distance)
+        if radius > 0:
+            ops.function(module, 'spread_neighbours')(
+                (ops.blocks(out.ages.size, kernels.SPREAD_NEIGHBOUR_THREADS),),
+                (kernels.SPREAD_NEIGHBOUR_THREADS,),
+                (slot.keypoints, out.order, slot.count, capacity, radius, out.neighbours,
+                 out.neighbour_counts))
         grid = spread.grid_cell_px if spread.grid_cell_px > 0 else 0
         ops.function(module, 'spread_select')(
             (1,), (kernels.SPREAD_THREADS,),
-            (slot.keypoints, out.order, out.ages, slot.count, capacity,
-             np.float64(spread.min_distance), np.int32(grid), np.int32(spread.max_per_cell),
-             np.int32(spread.top_k if spread.top_k > 0 else out.ages.size), out.scratch,
-             out.kept, out.kept_count, out.kept_age),
+            (slot.keypoints, out.order, out.ages, slot.count, capacity, radius, np.int32(grid),
+             np.int32(spread.max_per_cell),
+             np.int32(spread.top_k if spread.top_k > 0 else out.ages.size), out.neighbours,
+             out.neighbour_counts, out.scratch, out.kept, out.kept_count, out.kept_age),
             shared_mem=max(int(capacity), 1))
     slot.done.record(stream)
 
