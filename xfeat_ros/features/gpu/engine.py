@@ -521,24 +521,16 @@ class GpuEngine:
         """
         kinds = (host_results.FEATURES, host_results.MATCHES, host_results.SELECTION)
         found = self._fetch(slots, kinds)
-        return [(_with_selection(found, s), found.get((id(s), host_results.MATCHES)))
+        return [(host_results.features_of(found, s), found.get((id(s), host_results.MATCHES)))
                 for s in slots]
 
     def features(self, slot):
         """Host :class:`Features` of a submitted slot (copies ``count`` rows), else None."""
         found = self._fetch([slot], (host_results.FEATURES, host_results.SELECTION))
-        return _with_selection(found, slot)
+        return host_results.features_of(found, slot)
 
     def matches(self, slot):
         """Host :class:`MatchResult` of a matched slot (copies ``count`` rows), else None."""
         kind = host_results.MATCHES
         return self._fetch([slot], (kind,)).get((id(slot), kind))
 
-
-def _with_selection(found, slot):
-    """Return the slot's Features, with its device selection and dense map where it has them."""
-    features = found.get((id(slot), host_results.FEATURES))
-    if features is not None:
-        features.selected = found.get((id(slot), host_results.SELECTION))
-        features.dense = slot.dense
-    return features

@@ -252,3 +252,12 @@ def fetch(slots, kinds, early_stream, stream, flush, behind_done=False):
     return {(id(slot), kind): assemble(kind, slot, arrays)
             for requests, (_, views) in copies
             for (kind, slot, _), arrays in zip(requests, views) if kind in kinds}
+
+
+def features_of(found, slot):
+    """Return ``slot``'s Features of :func:`fetch`, with its device selection and dense map."""
+    features = found.get((id(slot), FEATURES))
+    if features is not None:
+        features.selected = found.get((id(slot), SELECTION))
+        features.dense = getattr(slot, 'dense', None)
+    return features
