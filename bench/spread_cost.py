@@ -77,7 +77,7 @@ def main(argv=None):
     from xfeat_ros.tools.image_files import list_sequence, read_image
     try:
         path = list_sequence(default_images())[0][1]
-    except (OSError, IndexError, ValueError) as exc:
+    except (OSError, IndexError, ValueError, XFeatError) as exc:
         print(f'spread_cost: error: no TUM frame ({exc})', file=sys.stderr)
         return 1
     msg = raw_image(*read_image(path))

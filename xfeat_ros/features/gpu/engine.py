@@ -533,4 +533,3 @@ class GpuEngine:
         """Host :class:`MatchResult` of a matched slot (copies ``count`` rows), else None."""
         kind = host_results.MATCHES
         return self._fetch([slot], (kind,)).get((id(slot), kind))
-
