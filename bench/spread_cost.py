@@ -20,7 +20,6 @@ mistake (no data, no CUDA device).
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -121,9 +120,9 @@ def main(argv=None):
             rows.append(row)
             print(json.dumps(row))
     if args.json:
+        from xfeat_ros.tools.plumbing import environment
         out = {'command': 'python bench/spread_cost.py ' + ' '.join(argv or sys.argv[1:]),
-               'machine': platform.node(), 'python': platform.python_version(),
-               'rows': rows}
+               'environment': environment(), 'rows': rows}
         with open(args.json, 'w') as f:
             json.dump(out, f, indent=1)
     return 0
