@@ -56,11 +56,10 @@ def frames(shared_dir):
     return tum_messages(shared_dir) * 2
 
 
-def run_contract(engine, msgs):
-    """Run frames one by one through the engine contract and a CameraStream; [FrameOutput]."""
-    stream = CameraStream('')
+def one_by_one(engine, stream, msgs):
+    """Run frames one by one through the engine contract (accepted by ``stream``); [Done]."""
     slots = [engine.alloc_slot(), engine.alloc_slot()]
-    previous, outs = None, []
+    previous, dones = None, []
     for i, msg in enumerate(msgs):
         slot = slots[i % 2]
         item = stream.accept(stamped(msg, START_NS + i * PERIOD_NS), float(i))
@@ -68,9 +67,16 @@ def run_contract(engine, msgs):
         if previous is not None:
             engine.submit_match(previous, slot)
         engine.synchronize()
-        matches = engine.matches(slot) if previous is not None else None
-        outs.append(stream.advance(Done(item, engine.features(slot), matches)))
+        (features, matches), = engine.results([slot])
+        dones.append(Done(item, features, matches if previous is not None else None))
         previous = slot
+    return dones
+
+
+def run_contract(engine, msgs):
+    """Run frames one by one through the engine contract and a CameraStream; [FrameOutput]."""
+    stream = CameraStream('')
+    outs = [stream.advance(done) for done in one_by_one(engine, stream, msgs)]
     return outs, stream.counts()
 
 
@@ -87,6 +93,19 @@ def assert_spread(out, top_k):
     assert tracked[:tracked.sum()].all()              # continued tracks first,
     assert (np.diff(ages[:tracked.sum()]) <= 0).all()  # oldest first,
     assert (np.diff(features.scores[~tracked]) <= 0).all()  # then new ones by score
+
+
+def assert_same_output(a, b):
+    """Assert two FrameOutputs publish the same features, track ids and ages, and matches."""
+    for name in ('keypoints', 'scores', 'descriptors'):
+        np.testing.assert_array_equal(getattr(a.frame.features, name),
+                                      getattr(b.frame.features, name))
+    np.testing.assert_array_equal(a.frame.track_ids, b.frame.track_ids)
+    np.testing.assert_array_equal(a.frame.track_ages, b.frame.track_ages)
+    assert (a.matches is None) == (b.matches is None)
+    if a.matches is not None:
+        np.testing.assert_array_equal(a.matches.idx0, b.matches.idx0)
+        np.testing.assert_array_equal(a.matches.idx1, b.matches.idx1)
 
 
 def agreement(a, b):
@@ -120,14 +139,7 @@ def test_gpu_spread_keeps_its_rules_and_armed_frames_equal_ordinary_ones(
     assert counts['spread_dropped'] > 0
     for (_, a), (_, b) in zip(got, want):
         assert_spread(a, top_k)
-        for name in ('keypoints', 'scores', 'descriptors'):
-            np.testing.assert_array_equal(getattr(a.frame.features, name),
-                                          getattr(b.frame.features, name))
-        np.testing.assert_array_equal(a.frame.track_ids, b.frame.track_ids)
-        np.testing.assert_array_equal(a.frame.track_ages, b.frame.track_ages)
-        if a.matches is not None:
-            np.testing.assert_array_equal(a.matches.idx0, b.matches.idx0)
-            np.testing.assert_array_equal(a.matches.idx1, b.matches.idx1)
+        assert_same_output(a, b)
     assert got[-1][1].frame.track_ages.max() >= 4  # tracks live across the frames
 
 

@@ -17,7 +17,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_gpu_spread import frames, gpu_engine, MIN_DISTANCE, START_NS
+from test_gpu_spread import (assert_same_output, frames, gpu_engine, MIN_DISTANCE, one_by_one,
+                             START_NS)
 from test_gpu_stamp_jump import PERIOD_NS, stamped
 from xfeat_ros.features.spread import select_spread, Spread
 from xfeat_ros.runtime.stream import CameraStream, Done
@@ -115,14 +116,7 @@ def lockstep(outs_and_dones):
         stripped = replace(done.features, selected=None)
         a = device.advance(done)
         b = host.advance(Done(done.item, stripped, done.matches))
-        for name in ('keypoints', 'scores', 'descriptors'):
-            np.testing.assert_array_equal(getattr(a.frame.features, name),
-                                          getattr(b.frame.features, name))
-        np.testing.assert_array_equal(a.frame.track_ids, b.frame.track_ids)
-        np.testing.assert_array_equal(a.frame.track_ages, b.frame.track_ages)
-        if a.matches is not None:
-            np.testing.assert_array_equal(a.matches.idx0, b.matches.idx0)
-            np.testing.assert_array_equal(a.matches.idx1, b.matches.idx1)
+        assert_same_output(a, b)
     return device.counts(), host.counts()
 
 
@@ -138,19 +132,7 @@ def selecting(request, weights_npz):
 def test_every_frame_is_selected_on_the_device_as_the_host_would(selecting, shared_dir):
     engine, top_k = selecting
     msgs = frames(shared_dir)
-    stream = CameraStream('')
-    slots = [engine.alloc_slot(), engine.alloc_slot()]
-    previous, dones = None, []
-    for i, msg in enumerate(msgs):
-        slot = slots[i % 2]
-        item = stream.accept(stamped(msg, START_NS + i * PERIOD_NS), float(i))
-        engine.submit(msg, slot)
-        if previous is not None:
-            engine.submit_match(previous, slot)
-        engine.synchronize()
-        (features, matches), = engine.results([slot])
-        dones.append(Done(item, features, matches if previous is not None else None))
-        previous = slot
+    dones = one_by_one(engine, CameraStream(''), msgs)
     device, host = lockstep(dones)
     assert device['spread_selected_on_device'] == len(msgs)
     assert device['spread_selected_on_host'] == 0
