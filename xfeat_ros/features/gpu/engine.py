@@ -3,43 +3,24 @@
 """
 The GPU frame engine: same contract as :class:`xfeat_ros.features.engine.CpuEngine`.
 
-Everything of a frame runs on the device, on one CUDA stream; ``submit``
-enqueues the frame's upload at once and defers the rest, so that all frames
-of one model size submitted before the next synchronization share one
-backbone call and one launch of each kernel::
-
-    submit:  raw bytes -> pinned staging (per slot; skipped for bytes taken into
-               an image_buffer) -> row b of the size's raw bytes on the device
-               (async copy)
-    flush:   per model size, B frames: decode + resize (preprocess.cu, one
-               launch when the frames share their layout)
-               -> backbone on [B, 1, mh, mw] (PyTorch CUDA graph per B and size)
-               -> frame table (pinned -> device)
-               -> heatmap, NMS, scores, top-K (detect.cu, one launch per step
-                  for all B frames; results into each slot through the table)
-               -> descriptors (describe.cu) -> B keypoint counts -> pinned host
-             then the queued matches as one graph (pair_graph.py): mutual NN on
-             the tensor cores with an exact FP32 re-check (match_tc.cu,
-             match_refine.cu, match.cu) -> match count -> pinned host; each
-             pair's epipolar check on a side stream
-    results: every array's rows -> one pinned block (the whole capacity of a
-             slot still at work, no wait first) -> one synchronization -> NumPy
-
-A flush happens in ``synchronize()``, ``features()``/``matches()``/
+Everything of a frame runs on the device, on one CUDA stream. ``submit``
+enqueues the frame's upload (pinned staging -> row b of its model size's raw
+bytes) and defers the rest, so that all frames of one model size submitted
+before the next synchronization share one backbone call and one launch of
+each kernel (a *flush*): decode + resize, backbone, detection, description,
+then the queued matches as one graph with each pair's epipolar check, the
+spread selections behind them, and the results to one pinned block per
+frame. A flush happens in ``synchronize()``, in ``features()``/``matches()``/
 ``results()`` of a frame not yet flushed, when a batch reaches ``max_batch``
-frames, and before a slot still waiting in a batch or a queued match is
-submitted again; ``flush()`` forces one. :meth:`GpuEngine.submit_group`
-submits a list of frames (and optionally their matches) in one call.
+frames, and before a slot still waiting is submitted again; ``flush()``
+forces one. The data path, the kernels and the memory are laid out in
+docs/gpu.md.
 
-Buffers: a slot owns its results (capacity ``top_k``) and a pinned staging
-buffer; per model size a workspace holds the batch input, the backbone
-outputs and the detection scratch for up to ``max_batch`` frames (grown by
-powers of two). Stream order makes sharing a workspace between batches safe.
-Nothing is allocated per frame except the pinned host blocks of the results
-(from CuPy's pinned pool): workspaces are created on a new resolution (the
-last :data:`MAX_WORKSPACES` sizes are kept) and grown with the batch,
-staging and raw buffers grow only, slots grow when ``top_k`` grows. A new
-workspace is made for the largest group the caller said to expect
+Buffers: a slot owns its results (capacity :attr:`GpuEngine.detect_k`) and
+a pinned staging buffer; per model size a workspace holds the batch input,
+the backbone outputs and the detection scratch for up to ``max_batch``
+frames (the last :data:`MAX_WORKSPACES` sizes are kept). A new workspace is
+made for the largest group the caller said to expect
 (:meth:`GpuEngine.expect_groups`) and runs the backbone once at every batch
 size up to it, so that no size is met for the first time mid-stream.
 """
