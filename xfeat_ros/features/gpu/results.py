@@ -259,5 +259,5 @@ def features_of(found, slot):
     features = found.get((id(slot), FEATURES))
     if features is not None:
         features.selected = found.get((id(slot), SELECTION))
-        features.dense = getattr(slot, 'dense', None)
+        features.dense = slot.dense
     return features
