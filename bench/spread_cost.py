@@ -10,7 +10,7 @@ frame) and each spread (radius 20, radius 30, grid 80 px x 4), in one run:
 
 * ``host``: :func:`xfeat_ros.features.spread.select_spread` on those candidates (median
   and 90th percentile of ``--repeat`` runs, ms);
-* ``device``: the three ``spread.cu`` launches of :func:`xfeat_ros.features.gpu.spread.enqueue`
+* ``device``: the ``spread.cu`` launches of :func:`xfeat_ros.features.gpu.spread.enqueue`
   between two CUDA events (ms; no match, every candidate new, as on a first frame);
 * ``equal``: the device's kept indices equal the host's.
 

@@ -49,9 +49,9 @@
 //       overflowed, and the grid check, use two hashed bucket lists (radius cells of side
 //       radius: conflicts lie in the 3 x 3 around; grid cells), SPREAD_BUCKETS buckets each,
 //       each bucket's entries sorted by rank (a scan stops at the candidate itself; the
-//       grid's once the cell holds max_per_cell kept ones). Distances in double without contraction (the host
-//       compares (x - px)^2 + (y - py)^2 < radius^2 in float64); grid cells are
-//       floor(double(x) / grid_cell), as the host's.
+//       grid's once the cell holds max_per_cell kept ones). Distances in double without
+//       contraction (the host compares (x - px)^2 + (y - py)^2 < radius^2 in float64); grid
+//       cells are floor(double(x) / grid_cell), as the host's.
 //       Thread mapping: one block of SPREAD_THREADS threads; the candidates' states
 //       (undecided, kept, dropped) in dynamic shared memory, one byte each (launched with
 //       capacity bytes; capacity <= SPREAD_MAX_CANDIDATES).
